@@ -1,0 +1,138 @@
+"""Subword tokenization with SentencePiece (Kudo and Richardson, 2018).
+
+The Transformer reads integer ids. A :class:`Tokenizer` turns a sentence into ids of subword
+pieces and back. Four ids are reserved, the same in every tokenizer this package trains, so
+that models, losses and decoders can name them as constants:
+
+====  =========  ==================================================================
+ id   piece      meaning
+====  =========  ==================================================================
+  0   ``<pad>``  filler that makes sentences of a batch equally long; never predicted
+  1   ``<bos>``  beginning of sentence: the decoder's first input
+  2   ``<eos>``  end of sentence: the decoder's last target, where generation stops
+  3   ``<unk>``  a character never seen in training
+====  =========  ==================================================================
+
+Training is deterministic: the same sentences and settings give the same model, byte for byte.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import sentencepiece as spm
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+SPECIAL_TOKENS: dict[str, int] = {"<pad>": PAD_ID, "<bos>": BOS_ID, "<eos>": EOS_ID, "<unk>": UNK_ID}
+
+
+class Tokenizer:
+    """A trained SentencePiece model with the package's fixed special ids."""
+
+    def __init__(self, model_proto: bytes) -> None:
+        self._sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        found = {
+            "<pad>": self._sp.pad_id(),
+            "<bos>": self._sp.bos_id(),
+            "<eos>": self._sp.eos_id(),
+            "<unk>": self._sp.unk_id(),
+        }
+        if found != SPECIAL_TOKENS:
+            raise ValueError(
+                f"this SentencePiece model has special ids {found}, but transformer_lib needs "
+                f"{SPECIAL_TOKENS}; train it with Tokenizer.train"
+            )
+        self._proto = model_proto
+
+    @classmethod
+    def train(
+        cls,
+        sentences: Iterable[str],
+        vocab_size: int,
+        model_type: str = "bpe",
+        character_coverage: float = 1.0,
+    ) -> Tokenizer:
+        """Learn a vocabulary of ``vocab_size`` pieces (special ids included) from ``sentences``.
+
+        ``model_type`` is ``"bpe"``, byte-pair encoding as in the paper (Sennrich et al., 2016),
+        or ``"unigram"``, SentencePiece's own default. Every sentence is used, in the order
+        given, on one thread, so training is deterministic.
+        """
+        if model_type not in ("unigram", "bpe"):
+            raise ValueError(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
+        if vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences),
+            model_writer=model,
+            vocab_size=vocab_size,
+            model_type=model_type,
+            character_coverage=character_coverage,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            unk_id=UNK_ID,
+            bos_piece="<bos>",
+            eos_piece="<eos>",
+            input_sentence_size=0,  # use every sentence
+            shuffle_input_sentence=False,
+            num_threads=1,  # several threads may order ties differently
+            minloglevel=2,  # training chatter off
+        )
+        return cls(model.getvalue())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Tokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no tokenizer at {path}; train one with Tokenizer.train(...).save(path)")
+        return cls(path.read_bytes())
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model file atomically (a temporary file in the same folder, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(self._proto)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.get_piece_size()
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def encode(self, text: str, bos: bool = False, eos: bool = False) -> list[int]:
+        """Ids of ``text``'s pieces, optionally framed by ``<bos>`` and ``<eos>``."""
+        return self._sp.encode(text, add_bos=bos, add_eos=eos)
+
+    def encode_batch(self, texts: Sequence[str], bos: bool = False, eos: bool = False) -> list[list[int]]:
+        return self._sp.encode(list(texts), add_bos=bos, add_eos=eos)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of ``ids``; special tokens (padding, ``<bos>``, ``<eos>``) are dropped."""
+        bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
+        if bad:
+            raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {self.vocab_size})")
+        return self._sp.decode([int(i) for i in ids])
+
+    def pieces(self, text: str) -> list[str]:
+        """The subword pieces of ``text`` as strings (``▁`` marks the start of a word)."""
+        return self._sp.encode(text, out_type=str)
+
+    def id_to_piece(self, i: int) -> str:
+        return self._sp.id_to_piece(i)
+
+    def piece_to_id(self, piece: str) -> int:
+        return self._sp.piece_to_id(piece)

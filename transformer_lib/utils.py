@@ -1,0 +1,36 @@
+"""Small helpers every lesson starts with: seeds, threads and the device."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and PyTorch's random generators (all devices)."""
+    random.seed(seed)
+    np.random.seed(seed)  # noqa: NPY002 -- the global generator is what library code draws from
+    torch.manual_seed(seed)
+
+
+def pick_device() -> torch.device:
+    """The first CUDA GPU if there is one, else Apple's MPS, else the CPU."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def setup(seed: int = 0, threads: int | None = 2) -> torch.device:
+    """Make a lesson repeatable and return the device it should use.
+
+    CPU results are bit-identical run to run only with the same number of threads, so lessons
+    fix it (``threads=None`` leaves PyTorch's default).
+    """
+    if threads is not None:
+        torch.set_num_threads(threads)
+    seed_everything(seed)
+    return pick_device()
