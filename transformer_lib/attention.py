@@ -1,0 +1,129 @@
+"""Scaled dot-product attention and multi-head attention (lessons 4 and 5; section 3.2).
+
+Mask convention, everywhere in this package: a **boolean** tensor, ``True`` where a query may
+attend to a key, broadcastable to ``(batch, heads, q_len, k_len)``. This is the convention of
+``torch.nn.functional.scaled_dot_product_attention``, and the opposite of
+``nn.MultiheadAttention``'s ``key_padding_mask``. Every query must be allowed at least one key.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lib.tokenizer import PAD_ID
+
+
+def padding_mask(tokens: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    """(batch, k_len) ids -> (batch, 1, 1, k_len) mask: attend to every key that is not padding."""
+    return (tokens != pad_id)[:, None, None, :]
+
+
+def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:
+    """(1, 1, n, n) mask: position i may attend to positions 0..i, never to the future."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()[None, None]
+
+
+def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int) -> None:
+    """Raise a clear error unless ``mask`` is boolean and broadcastable to (batch, heads, q_len, k_len)."""
+    if mask.dtype != torch.bool:
+        raise TypeError(
+            f"attention masks must be boolean (True = may attend), got {mask.dtype}; "
+            "build them with padding_mask() and causal_mask()"
+        )
+    expected = (batch, mask.shape[1] if mask.dim() == 4 else 1, q_len, k_len)  # any number of heads
+    if mask.dim() != 4 or any(m not in (1, n) for m, n in zip(mask.shape, expected, strict=True)):
+        raise ValueError(
+            f"attention mask of shape {tuple(mask.shape)} does not broadcast to "
+            f"(batch={batch}, heads, q_len={q_len}, k_len={k_len}); use (batch, 1, 1, k_len) for "
+            "padding or (1, 1, q_len, k_len) for causal masks"
+        )
+
+
+def scaled_dot_product_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q K^T / sqrt(d_k)) V, computed by hand so that the weights can be returned.
+
+    query (..., q_len, d_k), key (..., k_len, d_k), value (..., k_len, d_v), mask broadcastable
+    to (..., q_len, k_len). Returns the output (..., q_len, d_v) and the weights
+    (..., q_len, k_len), whose rows sum to 1 and are 0 wherever the mask is False.
+    """
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, dropout_p)
+    return weights @ value, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """h attention heads over d_model / h-dimensional projections, concatenated and mixed by W_O.
+
+    By default the heads run through PyTorch's fused ``scaled_dot_product_attention`` (fast, no
+    weights kept). Set ``need_weights = True`` to run them by hand and keep the attention weights
+    of the last call in ``self.weights``, (batch, heads, q_len, k_len), for plots. Both paths
+    compute the same function.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.need_weights = False
+        self.weights: Tensor | None = None
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """(batch, seq, d_model) -> (batch, heads, seq, d_head)"""
+        batch, seq, _ = x.shape
+        return x.view(batch, seq, self.n_heads, self.d_head).transpose(1, 2)
+
+    def merge_heads(self, x: Tensor) -> Tensor:
+        """(batch, heads, seq, d_head) -> (batch, seq, d_model)"""
+        batch, _, seq, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, seq, self.d_model)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
+        """query (batch, q_len, d_model); key, value (batch, k_len, d_model) -> (batch, q_len, d_model)"""
+        self._check_inputs(query, key, value)
+        if mask is not None:
+            check_mask(mask, query.shape[0], query.shape[1], key.shape[1])
+        q = self.split_heads(self.q_proj(query))  # (batch, heads, q_len, d_head)
+        k = self.split_heads(self.k_proj(key))  # (batch, heads, k_len, d_head)
+        v = self.split_heads(self.v_proj(value))  # (batch, heads, k_len, d_head)
+        dropout_p = self.dropout if self.training else 0.0
+        if self.need_weights:
+            out, self.weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            self.weights = None
+        return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
+
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be (batch, seq, d_model={self.d_model}), got shape {tuple(x.shape)}")
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key and value must have the same batch size, got "
+                f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
+
+
+def keep_attention_weights(model: nn.Module, keep: bool = True) -> None:
+    """Switch every MultiHeadAttention inside ``model`` to the by-hand path that keeps its weights."""
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.need_weights = keep

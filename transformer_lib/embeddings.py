@@ -1,0 +1,114 @@
+"""Token embeddings and position encodings (lesson 3; the paper's section 3.4 and 3.5).
+
+Attention treats its input as a set: permute the tokens and the outputs permute with them. The
+order of a sentence must therefore be written into the vectors themselves. The paper adds a
+fixed sinusoidal encoding to each token's embedding; a learned table and rotary encodings
+(RoPE, Su et al. 2021) are the common alternatives.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class TokenEmbedding(nn.Module):
+    """Token ids to vectors, multiplied by sqrt(d_model) (section 3.4).
+
+    The weights start with standard deviation ``d_model ** -0.5``, so the scaled embedding has
+    entries of size about 1, like the position encoding added to it. The same matrix can serve
+    as the output projection (weight tying, lesson 8), where the small scale suits logits.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__()
+        self.vocab_size, self.d_model = vocab_size, d_model
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        nn.init.normal_(self.weight, std=d_model**-0.5)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """(batch, seq) integer ids -> (batch, seq, d_model)."""
+        check_token_ids(tokens, self.vocab_size)
+        return nn.functional.embedding(tokens, self.weight) * math.sqrt(self.d_model)
+
+
+def check_token_ids(tokens: Tensor, vocab_size: int) -> None:
+    """Raise a clear error for a non-integer tensor or an id outside ``[0, vocab_size)``."""
+    if tokens.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"token ids must be an integer tensor (torch.long), got {tokens.dtype}")
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        raise ValueError(
+            f"token ids must lie in [0, {vocab_size}) for this vocabulary, got ids from "
+            f"{int(tokens.min())} to {int(tokens.max())}; was the text encoded with another tokenizer?"
+        )
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """The paper's encodings, (max_len, d_model):
+
+    PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model)).
+    """
+    if d_model % 2:
+        raise ValueError(f"sinusoidal encodings pair sines with cosines: d_model must be even, got {d_model}")
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
+    table = torch.empty(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Add the fixed sinusoidal encoding of each position, then dropout (section 3.5 and 5.4)."""
+
+    def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added."""
+        end = offset + x.shape[1]
+        if end > self.max_len:
+            raise ValueError(f"position {end - 1} is beyond max_len={self.max_len}; raise max_len in the config")
+        return self.dropout(x + self.table[offset:end])
+
+
+class LearnedPositionalEncoding(nn.Module):
+    """Add a trained vector per position (the paper's alternative, Table 3 row E); cannot extrapolate."""
+
+    def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.table = nn.Embedding(max_len, d_model)
+        self.dropout = nn.Dropout(dropout)
+        nn.init.normal_(self.table.weight, std=d_model**-0.5)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        end = offset + x.shape[1]
+        if end > self.max_len:
+            raise ValueError(f"position {end - 1} is beyond max_len={self.max_len}; a learned table cannot extrapolate")
+        positions = torch.arange(offset, end, device=x.device)
+        return self.dropout(x + self.table(positions))
+
+
+def apply_rotary(x: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
+    """Rotary position encoding (RoPE): rotate each pair of features by a position-dependent angle.
+
+    x: (..., seq, d) with d even. Pair ``(x[2i], x[2i+1])`` at position ``p`` turns by angle
+    ``p * base^(-2i/d)``. Applied to queries and keys, it makes ``q_m . k_n`` depend on the
+    positions only through ``m - n``.
+    """
+    seq, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(f"rotary encoding rotates pairs of features: the last dimension must be even, got {d}")
+    position = torch.arange(offset, offset + seq, device=x.device, dtype=torch.float32)[:, None]
+    frequency = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    angle = position * frequency  # (seq, d/2)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (..., seq, d/2, 2)
+    return rotated.flatten(-2)

@@ -1,0 +1,149 @@
+"""The whole encoder-decoder Transformer and its configuration (lesson 8; section 3 and Table 3)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from transformer_lib.attention import causal_mask, padding_mask
+from transformer_lib.embeddings import LearnedPositionalEncoding, SinusoidalPositionalEncoding, TokenEmbedding
+from transformer_lib.layers import ACTIVATIONS, Decoder, Encoder
+from transformer_lib.tokenizer import PAD_ID
+
+# Sizes of the paper's Table 3 (base, big) and of the book's CPU lessons (small, tiny).
+PRESETS: dict[str, dict] = {
+    "base": dict(d_model=512, n_heads=8, n_layers=6, d_ff=2048, dropout=0.1),
+    "big": dict(d_model=1024, n_heads=16, n_layers=6, d_ff=4096, dropout=0.3),
+    "small": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1),
+    "tiny": dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0),
+}
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Every size and switch of a :class:`Transformer`. Defaults are the paper's base model.
+
+    ``tie_embeddings`` shares one matrix between the source embedding, the target embedding and
+    the output projection (section 3.4), which needs one vocabulary for both languages.
+    """
+
+    vocab_size: int
+    d_model: int = 512
+    n_heads: int = 8
+    n_layers: int = 6  # encoder layers, and as many decoder layers
+    d_ff: int = 2048
+    dropout: float = 0.1  # on embeddings + positions and on every sub-layer's output
+    attention_dropout: float = 0.0  # on attention weights (not in the paper; tensor2tensor has it)
+    max_len: int = 1024
+    norm_first: bool = False  # False: post-norm, as in the paper
+    activation: str = "relu"
+    positional: str = "sinusoidal"  # or "learned"
+    tie_embeddings: bool = True
+    pad_id: int = PAD_ID
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by n_heads={self.n_heads} (the paper: 512 / 8 = 64)"
+            )
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
+        if self.positional not in ("sinusoidal", "learned"):
+            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id={self.pad_id} must be an id of the vocabulary [0, {self.vocab_size})")
+
+    @classmethod
+    def preset(cls, name: str, vocab_size: int, **overrides) -> TransformerConfig:
+        """A named size (``base``, ``big``, ``small``, ``tiny``), with any field overridden."""
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
+        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
+
+    def replace(self, **changes) -> TransformerConfig:
+        return dataclasses.replace(self, **changes)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer: source ids and shifted target ids in, next-token logits out."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.src_embed = TokenEmbedding(c.vocab_size, c.d_model)
+        self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(c.vocab_size, c.d_model)
+        positional = SinusoidalPositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEncoding
+        self.positional = positional(c.d_model, c.max_len, c.dropout)
+        layer = dict(
+            d_model=c.d_model,
+            n_heads=c.n_heads,
+            d_ff=c.d_ff,
+            dropout=c.dropout,
+            attention_dropout=c.attention_dropout,
+            activation=c.activation,
+        )
+        self.encoder = Encoder(c.n_layers, c.norm_first, **layer)
+        self.decoder = Decoder(c.n_layers, c.norm_first, **layer)
+        self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        self._init_weights()
+        if c.tie_embeddings:
+            self.generator.weight = self.src_embed.weight
+
+    def _init_weights(self) -> None:
+        """Glorot-uniform matrices and zero biases in every linear layer, as nn.Transformer does."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """(batch, src_len) ids -> memory (batch, src_len, d_model) and its padding mask (batch, 1, 1, src_len)."""
+        if src.dim() != 2:
+            raise ValueError(f"src must be (batch, src_len) token ids, got shape {tuple(src.shape)}")
+        src_mask = padding_mask(src, self.config.pad_id)
+        memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
+        return memory, src_mask
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        """(batch, tgt_len) ids, starting with <bos> -> logits (batch, tgt_len, vocab_size)."""
+        if tgt.dim() != 2:
+            raise ValueError(f"tgt must be (batch, tgt_len) token ids, got shape {tuple(tgt.shape)}")
+        if tgt.shape[0] != memory.shape[0]:
+            raise ValueError(f"source and target batch sizes differ: {memory.shape[0]} and {tgt.shape[0]}")
+        tgt_mask = padding_mask(tgt, self.config.pad_id) & causal_mask(tgt.shape[1], tgt.device)
+        hidden = self.decoder(self.positional(self.tgt_embed(tgt)), memory, tgt_mask, src_mask)
+        return self.generator(hidden)
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size).
+
+        Position t of the output scores the token that follows tgt[:, :t+1] (teacher forcing).
+        """
+        memory, src_mask = self.encode(src)
+        return self.decode(tgt, memory, src_mask)
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable numbers; a tied matrix counts once."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+
+def parameter_breakdown(model: Transformer) -> dict[str, int]:
+    """Parameters of each part of the model, each tied matrix counted where it first appears."""
+    seen: set[int] = set()
+    breakdown = {}
+    for name, child in model.named_children():
+        params = [p for p in child.parameters() if id(p) not in seen]
+        seen.update(id(p) for p in params)
+        breakdown[name] = sum(p.numel() for p in params)
+    return breakdown
