@@ -11,7 +11,9 @@ from transformer_lib.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
+from transformer_lib.batching import Batch, collate, encode_pairs, token_batches
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
+from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.embeddings import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
@@ -20,8 +22,17 @@ from transformer_lib.embeddings import (
     sinusoidal_table,
 )
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
-from transformer_lib.model import PRESETS, Transformer, TransformerConfig, count_parameters, parameter_breakdown
+from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
+from transformer_lib.model import (
+    PRESETS,
+    KVCache,
+    Transformer,
+    TransformerConfig,
+    count_parameters,
+    parameter_breakdown,
+)
 from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Tokenizer
+from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_checkpoint, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
 
 __version__ = "0.1.0"
@@ -35,30 +46,44 @@ __all__ = [
     "SPECIAL_TOKENS",
     "SPLITS",
     "UNK_ID",
+    "Batch",
     "DataError",
     "Decoder",
     "DecoderLayer",
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "KVCache",
     "LearnedPositionalEncoding",
     "MultiHeadAttention",
     "SinusoidalPositionalEncoding",
     "TokenEmbedding",
     "Tokenizer",
+    "TrainConfig",
+    "Trainer",
     "Transformer",
     "TransformerConfig",
     "apply_rotary",
+    "beam_search",
     "causal_mask",
+    "collate",
     "count_parameters",
+    "encode_pairs",
+    "greedy_decode",
     "keep_attention_weights",
+    "label_smoothed_cross_entropy",
+    "load_checkpoint",
     "load_multi30k",
     "load_pairs",
+    "noam_lr",
     "padding_mask",
     "parameter_breakdown",
     "pick_device",
+    "sacrebleu_score",
     "scaled_dot_product_attention",
     "seed_everything",
     "setup",
     "sinusoidal_table",
+    "token_batches",
+    "tokenized_bleu",
 ]

@@ -93,14 +93,35 @@ class MultiHeadAttention(nn.Module):
         batch, _, seq, _ = x.shape
         return x.transpose(1, 2).reshape(batch, seq, self.d_model)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None) -> Tensor:
-        """query (batch, q_len, d_model); key, value (batch, k_len, d_model) -> (batch, q_len, d_model)"""
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        cache: dict[str, Tensor] | None = None,
+        static_kv: bool = False,
+    ) -> Tensor:
+        """query (batch, q_len, d_model); key, value (batch, k_len, d_model) -> (batch, q_len, d_model)
+
+        ``cache`` serves step-by-step decoding (lesson 10): a dict that keeps this layer's projected
+        keys and values between calls. For self-attention the new keys and values are appended to
+        the cached ones; with ``static_kv=True`` (cross-attention, whose keys and values come from
+        the fixed encoder output) they are computed on the first call and reused after it.
+        """
         self._check_inputs(query, key, value)
-        if mask is not None:
-            check_mask(mask, query.shape[0], query.shape[1], key.shape[1])
         q = self.split_heads(self.q_proj(query))  # (batch, heads, q_len, d_head)
-        k = self.split_heads(self.k_proj(key))  # (batch, heads, k_len, d_head)
-        v = self.split_heads(self.v_proj(value))  # (batch, heads, k_len, d_head)
+        if cache is not None and static_kv and "k" in cache:
+            k, v = cache["k"], cache["v"]
+        else:
+            k = self.split_heads(self.k_proj(key))  # (batch, heads, k_len, d_head)
+            v = self.split_heads(self.v_proj(value))  # (batch, heads, k_len, d_head)
+            if cache is not None:
+                if "k" in cache:
+                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+                cache["k"], cache["v"] = k, v
+        if mask is not None:
+            check_mask(mask, query.shape[0], query.shape[1], k.shape[2])
         dropout_p = self.dropout if self.training else 0.0
         if self.need_weights:
             out, self.weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)

@@ -98,15 +98,24 @@ class DecoderLayer(nn.Module):
         self.residual3 = Residual(d_model, dropout, norm_first)
 
     def forward(
-        self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: dict | None = None,
     ) -> Tensor:
         """x (batch, tgt_len, d_model); memory (batch, src_len, d_model), the encoder's output.
 
         tgt_mask: broadcastable to (batch, heads, tgt_len, tgt_len), causal;
-        memory_mask: broadcastable to (batch, heads, tgt_len, src_len), the source's padding.
+        memory_mask: broadcastable to (batch, heads, tgt_len, src_len), the source's padding;
+        cache: this layer's keys and values from earlier decoding steps (lesson 10), updated in place.
         """
-        x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask))
-        x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, memory_mask))
+        self_cache = cross_cache = None
+        if cache is not None:
+            self_cache, cross_cache = cache.setdefault("self", {}), cache.setdefault("cross", {})
+        x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask, self_cache))
+        x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, memory_mask, cross_cache, static_kv=True))
         return self.residual3(x, self.feed_forward)
 
 
@@ -133,8 +142,13 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(layer_kwargs["d_model"]) if norm_first else nn.Identity()
 
     def forward(
-        self, x: Tensor, memory: Tensor, tgt_mask: Tensor | None = None, memory_mask: Tensor | None = None
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: list[dict] | None = None,
     ) -> Tensor:
-        for layer in self.layers:
-            x = layer(x, memory, tgt_mask, memory_mask)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
         return self.norm(x)

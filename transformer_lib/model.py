@@ -73,6 +73,25 @@ class TransformerConfig:
         return dataclasses.replace(self, **changes)
 
 
+@dataclass
+class KVCache:
+    """The decoder's keys and values from earlier decoding steps, one dict per layer (lesson 10).
+
+    Each layer's dict holds ``"self"`` (keys and values of the target so far, growing by one
+    position a step) and ``"cross"`` (the encoder output's keys and values, computed once).
+    """
+
+    layers: list[dict]
+    length: int = 0  # target positions decoded so far
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the rows ``index`` of the batch (beam search keeps its best hypotheses)."""
+        for layer in self.layers:
+            for part in layer.values():
+                for name, tensor in part.items():
+                    part[name] = tensor.index_select(0, index)
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer: source ids and shifted target ids in, next-token logits out."""
 
@@ -114,15 +133,29 @@ class Transformer(nn.Module):
         memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
         return memory, src_mask
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
-        """(batch, tgt_len) ids, starting with <bos> -> logits (batch, tgt_len, vocab_size)."""
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: KVCache | None = None) -> Tensor:
+        """(batch, tgt_len) ids, starting with <bos> -> logits (batch, tgt_len, vocab_size).
+
+        With a ``cache`` (step-by-step generation, lesson 10), ``tgt`` holds only the tokens that
+        follow those already decoded, which the cache remembers; targets are then unpadded.
+        """
         if tgt.dim() != 2:
             raise ValueError(f"tgt must be (batch, tgt_len) token ids, got shape {tuple(tgt.shape)}")
         if tgt.shape[0] != memory.shape[0]:
             raise ValueError(f"source and target batch sizes differ: {memory.shape[0]} and {tgt.shape[0]}")
-        tgt_mask = padding_mask(tgt, self.config.pad_id) & causal_mask(tgt.shape[1], tgt.device)
-        hidden = self.decoder(self.positional(self.tgt_embed(tgt)), memory, tgt_mask, src_mask)
+        past = cache.length if cache is not None else 0
+        tgt_mask = causal_mask(past + tgt.shape[1], tgt.device)[:, :, past:]  # (1, 1, tgt_len, past + tgt_len)
+        if cache is None:
+            tgt_mask = tgt_mask & padding_mask(tgt, self.config.pad_id)
+        x = self.positional(self.tgt_embed(tgt), offset=past)
+        hidden = self.decoder(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers)
+        if cache is not None:
+            cache.length += tgt.shape[1]
         return self.generator(hidden)
+
+    def new_cache(self) -> KVCache:
+        """An empty key-value cache for step-by-step decoding with :meth:`decode`."""
+        return KVCache([{} for _ in self.decoder.layers])
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size).

@@ -106,6 +106,10 @@ class Tokenizer:
             if os.path.exists(tmp):
                 os.remove(tmp)
 
+    def to_bytes(self) -> bytes:
+        """The serialized SentencePiece model: ``Tokenizer(tokenizer.to_bytes())`` is a copy."""
+        return self._proto
+
     @property
     def vocab_size(self) -> int:
         return self._sp.get_piece_size()

@@ -1,0 +1,113 @@
+"""Generating translations: greedy decoding and beam search, with the key-value cache (lesson 10).
+
+Both decode a batch of sentences at once and stop each one at ``<eos>`` or at its length limit,
+``source length + max_extra`` tokens (the paper's section 6.1 uses input length + 50). With
+``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
+values of earlier positions (:class:`~transformer_lib.model.KVCache`); without it every step
+recomputes the whole prefix. Both give the same tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer_lib.model import Transformer
+from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+NEVER_GENERATED = [PAD_ID, BOS_ID]  # the decoder may output any other token, <unk> included
+
+
+def _strip(row: Tensor) -> list[int]:
+    """Generated ids up to (without) the first <eos>; padding dropped."""
+    ids = row.tolist()
+    if EOS_ID in ids:
+        ids = ids[: ids.index(EOS_ID)]
+    return [i for i in ids if i != PAD_ID]
+
+
+def _length_limits(src: Tensor, pad_id: int, max_extra: int) -> Tensor:
+    return (src != pad_id).sum(dim=1) + max_extra  # (batch,)
+
+
+@torch.no_grad()
+def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cache: bool = True) -> list[list[int]]:
+    """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
+    memory, src_mask = model.encode(src)
+    limits = _length_limits(src, model.config.pad_id, max_extra)
+    tokens = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    cache = model.new_cache() if use_cache else None
+    for step in range(int(limits.max())):
+        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache)[:, -1]
+        logits[:, NEVER_GENERATED] = float("-inf")
+        next_token = logits.argmax(dim=-1)  # (batch,)
+        next_token = torch.where(step + 1 >= limits, EOS_ID, next_token)  # the last allowed token ends it
+        next_token = torch.where(done, PAD_ID, next_token)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        done |= next_token == EOS_ID
+        if done.all():
+            break
+    return [_strip(row[1:]) for row in tokens]
+
+
+def length_penalty(length: Tensor, alpha: float) -> Tensor:
+    """Wu et al. (2016): ((5 + length) / 6) ** alpha. Scores are divided by it, favouring longer outputs."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_extra: int = 50,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """Keep the ``beam_size`` most probable prefixes of each sentence; return the best by
+    log-probability / length_penalty (the paper: beam 4, alpha 0.6).
+
+    A hypothesis that has produced ``<eos>`` stays in its beam unchanged (extended by padding at no
+    cost) and competes with the live ones by its total log-probability; the length penalty decides
+    between the final hypotheses.
+    """
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    batch, k = src.shape[0], beam_size
+    memory, src_mask = model.encode(src)
+    memory, src_mask = memory.repeat_interleave(k, dim=0), src_mask.repeat_interleave(k, dim=0)
+    limits = _length_limits(src, model.config.pad_id, max_extra).repeat_interleave(k)  # (batch * k,)
+    device = src.device
+    tokens = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
+    scores = torch.full((batch, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # at first only one hypothesis is alive per sentence
+    finished = torch.zeros(batch * k, dtype=torch.bool, device=device)
+    lengths = torch.zeros(batch * k, dtype=torch.long, device=device)  # generated tokens, <eos> included
+    offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1): first row of each sentence
+    cache = model.new_cache() if use_cache else None
+    for _ in range(int(limits.max())):
+        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache)[:, -1]
+        logits[:, NEVER_GENERATED] = float("-inf")
+        log_probs = logits.float().log_softmax(dim=-1)  # (batch * k, vocab)
+        vocab = log_probs.shape[-1]
+        log_probs[finished] = float("-inf")
+        log_probs[finished, PAD_ID] = 0.0  # a finished hypothesis continues with padding, for free
+        at_limit = ~finished & (lengths + 1 >= limits)
+        eos_only = torch.full_like(log_probs[0], float("-inf"))
+        eos_only[EOS_ID] = 0.0
+        log_probs[at_limit] = log_probs[at_limit] + eos_only  # the last allowed token must be <eos>
+        total = (scores.reshape(-1, 1) + log_probs).view(batch, k * vocab)
+        scores, flat = total.topk(k, dim=1)  # (batch, k)
+        rows = (offsets + flat // vocab).view(-1)  # which hypothesis each new one extends
+        new_tokens = (flat % vocab).view(-1)
+        tokens = torch.cat([tokens[rows], new_tokens[:, None]], dim=1)
+        lengths = lengths[rows] + (~finished[rows]).long()
+        finished = finished[rows] | (new_tokens == EOS_ID)
+        if cache is not None:
+            cache.reorder(rows)
+        if finished.all():
+            break
+    normalized = (scores.reshape(-1) / length_penalty(lengths.float(), alpha)).view(batch, k)
+    best = (offsets[:, 0] + normalized.argmax(dim=1)).tolist()
+    return [_strip(tokens[row, 1:]) for row in best]

@@ -1,0 +1,37 @@
+"""BLEU, the standard score of machine translation (lesson 10), through sacreBLEU.
+
+Two variants, because the literature reports two:
+
+* :func:`sacrebleu_score`: **cased, detokenized sacreBLEU**, the reproducible standard (Post, 2018):
+  ``sacrebleu.corpus_bleu(hypotheses, [references])`` with its defaults (13a tokenization,
+  case kept, exponential smoothing). Hypotheses and references are plain detokenized text.
+* :func:`tokenized_bleu`: **lowercased, tokenized BLEU**, the way most Multi30k papers and tutorials
+  report it (lowercased text, tokenized, then BLEU-4): here ``corpus_bleu(..., lowercase=True)``
+  with the same 13a tokenizer. Moses' tokenizer, used by some papers, also splits off apostrophes
+  ("man 's"), which 13a does not; scores can differ by a few tenths.
+
+Both return BLEU on sacreBLEU's 0 to 100 scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sacrebleu
+
+
+def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: they must pair up")
+
+
+def sacrebleu_score(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Cased, detokenized corpus BLEU with sacreBLEU's default settings."""
+    _check(hypotheses, references)
+    return sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score
+
+
+def tokenized_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Lowercased, 13a-tokenized corpus BLEU: comparable with the usual Multi30k numbers."""
+    _check(hypotheses, references)
+    return sacrebleu.corpus_bleu(list(hypotheses), [list(references)], lowercase=True, tokenize="13a").score
