@@ -1,0 +1,83 @@
+"""The command line end to end with the smoke config (Multi30k mirror): train, evaluate, translate."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from transformer_lib.cli import load_config, main
+
+
+def run(*args, stdin=None):
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_lib", *args], capture_output=True, text=True, input=stdin, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def smoke_run(mirror, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("runs") / "smoke"
+    result = run("train", "--config", "smoke", "--run-dir", str(run_dir), "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def test_train_writes_a_complete_run_folder(smoke_run):
+    names = {p.name for p in smoke_run.iterdir()}
+    assert {
+        "config.yaml",
+        "environment.json",
+        "tokenizer.model",
+        "metrics.csv",
+        "log.txt",
+        "checkpoint.pt",
+        "scores.json",
+        "val.hyp.txt",
+    } <= names
+    env = json.loads((smoke_run / "environment.json").read_text())
+    assert {"torch", "device", "git_commit", "python"} <= set(env)
+    scores = json.loads((smoke_run / "scores.json").read_text())
+    assert scores["steps"] == 20 and "bleu_tokenized_lowercase" in scores["splits"]["val"]
+    assert len((smoke_run / "val.hyp.txt").read_text().splitlines()) == 50
+
+
+def test_evaluate_and_translate(smoke_run):
+    checkpoint = str(smoke_run / "checkpoint.pt")
+    result = run(
+        "evaluate", "--checkpoint", checkpoint, "--split", "test_2016_flickr", "--limit", "30", "--device", "cpu"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sentences"] == 30
+    result = run(
+        "translate",
+        "--checkpoint",
+        checkpoint,
+        "--beam",
+        "1",
+        "--device",
+        "cpu",
+        stdin="Ein Hund läuft.\nZwei Männer.\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+
+
+def test_missing_checkpoint_and_bad_config_are_clear_errors(tmp_path, capsys):
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt")]) == 2
+    assert "no checkpoint at" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("training:\n  warmpu: 10\n")
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "unknown key(s) ['warmpu'] in section 'training'" in capsys.readouterr().err
+    bad.write_text("model:\n  preset: tiny\n  d_model: 30\n")
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "must be divisible by n_heads" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name", ["smoke", "multi30k_de_en_small", "multi30k_en_de_small", "multi30k_de_en_base", "multi30k_en_de_base"]
+)
+def test_packaged_configs_are_valid(name):
+    config = load_config(name)
+    assert config["model"].vocab_size == config["data"].vocab_size

@@ -1,0 +1,84 @@
+"""Greedy decoding and beam search: cache equality, beam 1 = greedy, length limits; BLEU."""
+
+import pytest
+import torch
+
+from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.decoding import beam_search, greedy_decode, length_penalty
+from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig.preset("tiny", vocab_size=40)).eval()
+
+
+@pytest.fixture(scope="module")
+def src():
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, 40, (5, 8), generator=g)
+    src[1, 5:] = 0
+    src[3, 3:] = 0
+    return src
+
+
+def test_cache_gives_the_same_logits_step_by_step(model, src):
+    memory, src_mask = model.encode(src)
+    tgt = torch.randint(4, 40, (5, 6), generator=torch.Generator().manual_seed(2))
+    full = model.decode(tgt, memory, src_mask)
+    cache = model.new_cache()
+    steps = torch.cat([model.decode(tgt[:, i : i + 1], memory, src_mask, cache) for i in range(6)], dim=1)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+
+
+def test_greedy_same_with_and_without_cache(model, src):
+    assert greedy_decode(model, src, max_extra=10, use_cache=True) == greedy_decode(
+        model, src, max_extra=10, use_cache=False
+    )
+
+
+@pytest.mark.parametrize("beam", [2, 4])
+def test_beam_same_with_and_without_cache(model, src, beam):
+    a = beam_search(model, src, beam, max_extra=10, use_cache=True)
+    assert a == beam_search(model, src, beam, max_extra=10, use_cache=False)
+
+
+def test_beam_size_one_equals_greedy(model, src):
+    assert beam_search(model, src, beam_size=1, max_extra=10) == greedy_decode(model, src, max_extra=10)
+
+
+def test_outputs_respect_the_length_limit(model, src):
+    lengths = (src != 0).sum(1)
+    for hyps in (greedy_decode(model, src, max_extra=3), beam_search(model, src, 3, max_extra=3)):
+        for hyp, n in zip(hyps, lengths.tolist(), strict=True):
+            assert len(hyp) < n + 3  # the last allowed token is <eos>, which is stripped
+            assert 0 not in hyp and 1 not in hyp and 2 not in hyp
+
+
+def test_beam_finds_a_sequence_at_least_as_probable_as_greedy(model, src):
+    def log_prob(ids, row):
+        tgt = torch.tensor([[1, *ids]])
+        logits = model(src[row : row + 1], tgt).log_softmax(-1)[0]
+        targets = [*ids, 2]
+        return sum(logits[i, t].item() for i, t in enumerate(targets))
+
+    greedy = greedy_decode(model, src, max_extra=10)
+    beam = beam_search(model, src, beam_size=8, alpha=0.0, max_extra=10)
+    for row in range(src.shape[0]):
+        assert log_prob(beam[row], row) >= log_prob(greedy[row], row) - 1e-4
+
+
+def test_length_penalty_values():
+    assert length_penalty(torch.tensor(1.0), 0.6).item() == pytest.approx(1.0)
+    assert length_penalty(torch.tensor(7.0), 1.0).item() == pytest.approx(2.0)
+
+
+def test_bleu_variants():
+    refs = ["A dog runs in the snow.", "Two men play football."]
+    assert sacrebleu_score(refs, refs) == pytest.approx(100.0)
+    lower = ["a dog runs in the snow.", "two men play football."]
+    assert tokenized_bleu(lower, refs) == pytest.approx(100.0)
+    assert sacrebleu_score(lower, refs) < 100.0
+    with pytest.raises(ValueError, match="must pair up"):
+        sacrebleu_score(refs, refs[:1])

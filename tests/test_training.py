@@ -1,0 +1,127 @@
+"""Loss, schedule, token batching and exact resumption."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from transformer_lib import Transformer, TransformerConfig
+from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
+from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_checkpoint, noam_lr
+
+
+def random_examples(n, seed=0, vocab=20):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(2, 12, (n, 2), generator=g).tolist()
+    return [
+        ([*torch.randint(4, vocab, (a,), generator=g).tolist(), 2], torch.randint(4, vocab, (b,), generator=g).tolist())
+        for a, b in lengths
+    ]
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_label_smoothing_equals_pytorch(smoothing):
+    torch.manual_seed(0)
+    logits = torch.randn(4, 7, 30)
+    target = torch.randint(0, 30, (4, 7))
+    target[0, 4:] = 0  # padding
+    ours = label_smoothed_cross_entropy(logits, target, smoothing, ignore_index=0)
+    theirs = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=0, label_smoothing=smoothing)
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_label_smoothing_hand_computed():
+    # Two classes, logits equal: p = (1/2, 1/2). Loss = -log(1/2) whatever the smoothing.
+    assert label_smoothed_cross_entropy(torch.zeros(1, 2), torch.tensor([1]), 0.1, ignore_index=-1) == pytest.approx(
+        math.log(2)
+    )
+
+
+def test_schedule_values_at_known_steps():
+    # Base model: d_model = 512, warmup = 4000. Peak at step 4000: 512^-0.5 * 4000^-0.5.
+    peak = 512**-0.5 * 4000**-0.5
+    assert noam_lr(4000, 512, 4000) == pytest.approx(peak)
+    assert noam_lr(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert noam_lr(2000, 512, 4000) == pytest.approx(peak / 2)  # linear warm-up
+    assert noam_lr(16000, 512, 4000) == pytest.approx(peak / 2)  # then 1/sqrt(step)
+    assert peak == pytest.approx(7.0e-4, rel=0.01)
+
+
+@pytest.mark.parametrize("max_tokens", [32, 100, 1000])
+def test_token_batches_respect_the_budget_and_cover_every_example_once(max_tokens):
+    examples = random_examples(500)
+    batches = token_batches(examples, max_tokens, shuffle=True, seed=3)
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for b in batches:
+        assert len(b) * max(example_size(examples[i]) for i in b) <= max_tokens
+        padded = collate([examples[i] for i in b])
+        assert padded.src.numel() <= max_tokens and padded.tgt_in.numel() <= max_tokens
+    assert token_batches(examples, max_tokens, seed=3) == batches  # same seed, same batches
+    assert token_batches(examples, max_tokens, seed=4) != batches
+
+
+def test_sorted_batches_pad_less_than_random_ones():
+    examples = random_examples(500)
+    sorted_batches = token_batches(examples, 200, shuffle=True, seed=0)
+    g = torch.Generator().manual_seed(0)
+    order = torch.randperm(500, generator=g).tolist()
+    random_batches = [order[i : i + len(b)] for i, b in zip(range(0, 500, 10), sorted_batches, strict=False)]
+    assert padding_fraction(examples, sorted_batches) < padding_fraction(examples, random_batches)
+
+
+def test_an_example_over_the_budget_is_a_clear_error():
+    with pytest.raises(ValueError, match="raise max_tokens"):
+        token_batches(random_examples(10), max_tokens=5)
+
+
+def test_collate_shifts_the_target():
+    batch = collate([([5, 6, 2], [7, 8, 9]), ([5, 2], [7])])
+    assert batch.src.tolist() == [[5, 6, 2], [5, 2, 0]]
+    assert batch.tgt_in.tolist() == [[1, 7, 8, 9], [1, 7, 0, 0]]
+    assert batch.tgt_out.tolist() == [[7, 8, 9, 2], [7, 2, 0, 0]]
+    assert batch.n_tokens == 6
+
+
+def make_trainer(run_dir, **overrides):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20, dropout=0.1))
+    settings = dict(max_tokens=128, epochs=2, warmup=5, progress=False, grad_accum=2)
+    config = TrainConfig(**{**settings, **overrides})
+    return Trainer(model, random_examples(120), random_examples(20, seed=1), config, run_dir=run_dir)
+
+
+def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
+    full = make_trainer(tmp_path / "full")
+    losses = [r["loss"] for r in full.train() if "loss" in r]
+    assert len(losses) > 8
+
+    interrupted = make_trainer(tmp_path / "cut", max_steps=5, checkpoint_every=5)
+    interrupted.train()
+    resumed = make_trainer(tmp_path / "cut")
+    resumed.load_state(load_checkpoint(tmp_path / "cut" / "checkpoint.pt"))
+    assert resumed.step == 5
+    resumed_losses = [r["loss"] for r in resumed.train() if "loss" in r]
+    assert resumed_losses == losses[5:]  # exactly, on the CPU
+
+
+def test_training_lowers_the_loss_and_writes_metrics(tmp_path):
+    trainer = make_trainer(tmp_path, epochs=6)
+    history = trainer.train()
+    val = [r["val_loss"] for r in history if "val_loss" in r]
+    assert val[-1] < val[0]
+    header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
+    assert header == "step,epoch,loss,lr,tokens,tokens_per_s,val_loss,val_ppl"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary files left
+
+
+def test_bad_train_config_values():
+    with pytest.raises(ValueError, match="label_smoothing must be in"):
+        TrainConfig(label_smoothing=1.0)
+    with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
+        TrainConfig(max_tokens=0)
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no checkpoint at"):
+        load_checkpoint(tmp_path / "missing.pt")
