@@ -34,12 +34,20 @@ def test_train_writes_a_complete_run_folder(smoke_run):
         "checkpoint.pt",
         "scores.json",
         "val.hyp.txt",
+        "checkpoint_averaged.pt",
     } <= names
     env = json.loads((smoke_run / "environment.json").read_text())
     assert {"torch", "device", "git_commit", "python"} <= set(env)
     scores = json.loads((smoke_run / "scores.json").read_text())
     assert scores["steps"] == 20 and "bleu_tokenized_lowercase" in scores["splits"]["val"]
+    assert scores["averaged"] == ["weights-step0000010.pt", "weights-step0000020.pt"]
     assert len((smoke_run / "val.hyp.txt").read_text().splitlines()) == 50
+
+
+def test_the_run_folders_config_repeats_the_run(smoke_run):
+    given, written = load_config("smoke"), load_config(str(smoke_run / "config.yaml"))
+    for section in ("data", "model", "training", "decoding", "evaluation"):
+        assert written[section] == given[section], section
 
 
 def test_evaluate_and_translate(smoke_run):

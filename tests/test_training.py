@@ -8,7 +8,15 @@ import torch.nn.functional as F
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
-from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_checkpoint, noam_lr
+from transformer_lib.training import (
+    TrainConfig,
+    Trainer,
+    average_checkpoints,
+    kept_weights,
+    label_smoothed_cross_entropy,
+    load_checkpoint,
+    noam_lr,
+)
 
 
 def random_examples(n, seed=0, vocab=20):
@@ -125,3 +133,19 @@ def test_bad_train_config_values():
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no checkpoint at"):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_keep_last_keeps_the_newest_weights_and_averaging_is_their_mean(tmp_path):
+    trainer = make_trainer(tmp_path, max_steps=8, checkpoint_every=2, keep_last=3)
+    trainer.train()
+    kept = kept_weights(tmp_path)
+    assert [p.name for p in kept] == [f"weights-step{s:07d}.pt" for s in (4, 6, 8)]
+    states = [load_checkpoint(p)["model"] for p in kept]
+    averaged = average_checkpoints(kept)
+    name = "encoder.layers.0.feed_forward.linear1.weight"
+    by_hand = (states[0][name] + states[1][name] + states[2][name]) / 3
+    assert torch.allclose(averaged[name], by_hand, atol=1e-7)
+    assert not torch.equal(averaged[name], states[-1][name])
+    assert torch.equal(states[-1][name], trainer.model.state_dict()[name])
+    with pytest.raises(ValueError, match="no checkpoints to average"):
+        average_checkpoints([])

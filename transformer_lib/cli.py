@@ -32,7 +32,14 @@ from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.training import TrainConfig, Trainer, load_checkpoint
+from transformer_lib.training import (
+    TrainConfig,
+    Trainer,
+    average_checkpoints,
+    kept_weights,
+    load_checkpoint,
+    save_atomically,
+)
 from transformer_lib.utils import pick_device, seed_everything
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -63,6 +70,7 @@ class DecodeConfig:
 class EvalConfig:
     splits: tuple[str, ...] = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
     limit: int | None = None  # evaluate only the first N sentences of each split
+    average_last: int = 0  # evaluate the mean of the last N kept checkpoints (needs training.keep_last >= N)
 
 
 SECTIONS = {
@@ -110,10 +118,26 @@ def load_config(name_or_path: str) -> dict:
     if unknown:
         raise ValueError(f"unknown key(s) {unknown} in section 'model'; allowed: preset and {sorted(allowed)}")
     config["model"] = TransformerConfig.preset(preset, vocab_size=data.vocab_size, **model)
+    if config["evaluation"].average_last > config["training"].keep_last:
+        raise ValueError(
+            f"evaluation.average_last={config['evaluation'].average_last} needs training.keep_last >= it, "
+            f"got keep_last={config['training'].keep_last}"
+        )
     for split in config["evaluation"].splits:
         if split not in SPLITS:
             raise ValueError(f"evaluation: unknown split {split!r}; choose from {list(SPLITS)}")
     return config
+
+
+def resolved_config(config: dict) -> dict:
+    """The config with every default filled in, as YAML-ready values: ``train --config`` on it repeats the run."""
+
+    def plain(obj) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(obj).items()}
+
+    out = {section: plain(config[section]) for section in SECTIONS}
+    out["model"].pop("vocab_size")  # set by data.vocab_size
+    return out
 
 
 def environment(device: torch.device) -> dict:
@@ -201,7 +225,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     data: DataConfig = config["data"]
     seed_everything(config["training"].seed)
     env = environment(device)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(config["raw"], sort_keys=False))
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_config(config), sort_keys=False))
     (run_dir / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
     start = time.perf_counter()
     _log(run_dir, f"run {run_dir} on {env['device']}, torch {env['torch']}, commit {env['git_commit'][:12]}")
@@ -225,6 +249,16 @@ def cmd_train(args: argparse.Namespace) -> None:
     _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s")
 
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
+    if config["evaluation"].average_last:
+        paths = kept_weights(run_dir)[-config["evaluation"].average_last :]
+        model.load_state_dict(average_checkpoints(paths))
+        scores["averaged"] = [p.name for p in paths]
+        scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
+        save_atomically(
+            {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state},
+            run_dir / "checkpoint_averaged.pt",
+        )
+        _log(run_dir, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
     for split in config["evaluation"].splits:
         result = evaluate_split(
             model,

@@ -74,10 +74,13 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model; only on CUDA, a no-op on CPU
     eval_every: int = 0  # steps between validations; 0: at the end of each epoch
     checkpoint_every: int = 0  # steps between checkpoints; 0: at the end of each epoch
+    keep_last: int = 0  # also keep the weights of the last N checkpoints, for averaging (weights-step*.pt)
     seed: int = 0
     progress: bool = True  # the tqdm progress bar
 
     def __post_init__(self) -> None:
+        if not isinstance(self.keep_last, int) or self.keep_last < 0:
+            raise ValueError(f"keep_last must be a non-negative integer, got {self.keep_last!r}")
         for name in ("max_tokens", "epochs", "warmup", "grad_accum"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
@@ -145,7 +148,9 @@ class Trainer:
         """Train until ``epochs`` or ``max_steps``; continue from the current state if resumed."""
         c = self.config
         total = self.total_steps()
-        bar = tqdm(total=total, initial=self.step, desc="train", disable=not c.progress, dynamic_ncols=True)
+        bar = tqdm(
+            total=total, initial=self.step, desc="train", disable=not c.progress, dynamic_ncols=True, mininterval=1.0
+        )
         while self.step < total:
             batches = self.epoch_batches(self.epoch)
             while self.batch_in_epoch < len(batches) and self.step < total:
@@ -157,7 +162,10 @@ class Trainer:
                 self._log(record)
                 bar.update(1)
                 bar.set_postfix(
-                    loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{record['tokens_per_s']:.0f}"
+                    loss=f"{record['loss']:.3f}",
+                    lr=f"{record['lr']:.2e}",
+                    tok_s=f"{record['tokens_per_s']:.0f}",
+                    refresh=False,  # the bar redraws at most every `mininterval` seconds
                 )
                 if c.eval_every and self.step % c.eval_every == 0:
                     self.validate()
@@ -197,8 +205,11 @@ class Trainer:
         return {"step": self.step, "epoch": self.epoch, "loss": loss_sum / tokens, "lr": lr, "tokens": tokens}
 
     @torch.no_grad()
-    def validate(self) -> dict | None:
-        """Mean cross-entropy per target token on the validation pairs (no smoothing), and perplexity."""
+    def validate(self, log: bool = True) -> dict | None:
+        """Mean cross-entropy per target token on the validation pairs (no smoothing), and perplexity.
+
+        The record goes to ``history`` and metrics.csv unless ``log`` is False.
+        """
         if not self.val_examples:
             return None
         self.model.eval()
@@ -212,7 +223,8 @@ class Trainer:
             ).item()
             count += batch.n_tokens
         record = {"step": self.step, "epoch": self.epoch, "val_loss": total / count, "val_ppl": math.exp(total / count)}
-        self._log(record)
+        if log:
+            self._log(record)
         return record
 
     def _log(self, record: dict) -> None:
@@ -248,11 +260,22 @@ class Trainer:
         }
 
     def save_checkpoint(self, path: str | os.PathLike | None = None, **extra) -> Path | None:
-        """Write :meth:`state` (plus ``extra`` entries) atomically; by default to run_dir/checkpoint.pt."""
+        """Write :meth:`state` (plus ``extra`` entries) atomically; by default to run_dir/checkpoint.pt.
+
+        With ``keep_last`` set, the run folder also keeps the weights of the last ``keep_last``
+        default checkpoints as ``weights-step<step>.pt``, which :func:`average_checkpoints` reads.
+        """
         if path is None:
             if self.run_dir is None:
                 return None
             path = self.run_dir / "checkpoint.pt"
+            if self.config.keep_last:
+                save_atomically(
+                    {"model": self.model.state_dict(), "step": self.step},
+                    self.run_dir / f"weights-step{self.step:07d}.pt",
+                )
+                for old in kept_weights(self.run_dir)[: -self.config.keep_last]:
+                    old.unlink()
         return save_atomically({**self.state(), **self.extra_state, **extra}, path)
 
     def load_state(self, state: dict) -> None:
@@ -289,6 +312,32 @@ def save_atomically(obj: object, path: str | os.PathLike) -> Path:
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def kept_weights(run_dir: str | os.PathLike) -> list[Path]:
+    """The ``weights-step*.pt`` files of a run folder, oldest first."""
+    return sorted(Path(run_dir).glob("weights-step*.pt"))
+
+
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]:
+    """The element-wise mean of the model weights in ``paths`` (the paper averages the last 5 or 20).
+
+    Averaging the last checkpoints of a run smooths the noise of the final updates; it is
+    cheaper than an ensemble and usually gains a little BLEU. Integer buffers are taken from the
+    last checkpoint.
+    """
+    if not paths:
+        raise ValueError("no checkpoints to average: train with keep_last > 0 to keep some")
+    states = [load_checkpoint(p)["model"] for p in paths]
+    if any(state.keys() != states[0].keys() for state in states):
+        raise ValueError("the checkpoints hold different parameters: they must come from the same model")
+    averaged = {}
+    for name, last in states[-1].items():
+        if last.is_floating_point():
+            averaged[name] = (sum(state[name].double() for state in states) / len(states)).to(last.dtype)
+        else:
+            averaged[name] = last
+    return averaged
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
