@@ -11,7 +11,7 @@ from transformer_lib.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from transformer_lib.batching import Batch, collate, encode_pairs, token_batches
+from transformer_lib.batching import Batch, collate, encode_pairs, padding_fraction, token_batches
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.embeddings import (
@@ -76,6 +76,7 @@ __all__ = [
     "load_multi30k",
     "load_pairs",
     "noam_lr",
+    "padding_fraction",
     "padding_mask",
     "parameter_breakdown",
     "pick_device",

@@ -1,0 +1,43 @@
+"""The benchmark scripts run and measure what they claim (their timings are not asserted)."""
+
+import torch
+
+from transformer_lib.benchmarks.kv_cache import benchmark, main
+
+
+def test_kv_cache_benchmark_row():
+    row = benchmark("tiny", batch_size=2, tokens=8, device=torch.device("cpu"), vocab_size=100)
+    assert row["preset"] == "tiny" and row["batch"] == 2
+    assert 0 < row["generated"] < 8  # at most 8 tokens, the last of them <eos>
+    assert row["no_cache_s"] > 0 and row["cache_s"] > 0
+
+
+def test_kv_cache_benchmark_prints_a_table(capsys):
+    main(["--presets", "tiny", "--batch-sizes", "1", "--tokens", "6", "--device", "cpu"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[2].split()[:6] == ["model", "batch", "generated", "no", "cache", "(s)"]
+    assert lines[3].split()[:2] == ["tiny", "1"] and lines[3].endswith("x")
+
+
+def test_training_flops_match_pytorchs_flop_counter():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from transformer_lib import Transformer, TransformerConfig, keep_attention_weights
+    from transformer_lib.benchmarks.training_speed import training_flops
+
+    config = TransformerConfig.preset("tiny", vocab_size=50, dropout=0.0)
+    model = Transformer(config)
+    keep_attention_weights(model)  # attention as plain matmuls, which the counter sees
+    src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
+    with FlopCounterMode(display=False) as counter:
+        model(src, tgt).square().mean().backward()
+    assert counter.get_total_flops() == training_flops(config, batch=3, src_len=7, tgt_len=5)
+
+
+def test_training_speed_benchmark_runs_on_cpu(mirror, capsys):
+    from transformer_lib.benchmarks.training_speed import main as speed_main
+
+    speed_main(["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
+    assert [(r[1], r[2]) for r in rows] == [("ours", "fp32"), ("ours", "fp32+by-hand"), ("nn.Transformer", "fp32")]
+    assert all(float(r[3]) > 0 for r in rows)
