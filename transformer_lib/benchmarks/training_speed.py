@@ -1,0 +1,198 @@
+"""Training throughput of our Transformer against ``torch.nn.Transformer`` (lesson 11).
+
+    python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
+        [--max-tokens 8192] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
+
+Both models get the same configuration, the same Multi30k de→en token batches, the same loss and
+the same Adam optimizer; ``nn.Transformer`` gets our embeddings, positions and tied output layer
+around it, so that only the encoder and decoder stacks differ. Each variant runs ``--warmup``
+untimed steps, then ``--steps`` timed ones. Reported per variant: target tokens per second, median
+step time, peak GPU memory, and MFU: model FLOPs per second (:func:`training_flops`, counted on the
+padded batches, as the hardware computes them) over the GPU's dense bf16 peak.
+
+Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``+compile`` (``torch.compile``),
+``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
+``scaled_dot_product_attention``; not applicable to ``nn.Transformer``). On a CPU the bf16 and
+compile variants are skipped; use the CPU only to check that the script runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from transformer_lib.attention import causal_mask, keep_attention_weights
+from transformer_lib.batching import Batch, collate, encode_pairs, token_batches
+from transformer_lib.data import load_pairs
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.training import label_smoothed_cross_entropy
+
+# Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets, by device-name fragment.
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 70.0, "T4": 65.0}
+VARIANTS = ("fp32", "fp32+by-hand", "bf16", "bf16+by-hand", "bf16+compile")
+
+
+class TorchTransformer(nn.Module):
+    """``nn.Transformer`` with our embeddings, positions and tied output layer: the same model as
+    :class:`~transformer_lib.model.Transformer` but for the encoder and decoder stacks."""
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        ours = Transformer(config)
+        self.embed, self.positional, self.generator = ours.src_embed, ours.positional, ours.generator  # tied
+        self.stacks = nn.Transformer(
+            d_model=c.d_model,
+            nhead=c.n_heads,
+            num_encoder_layers=c.n_layers,
+            num_decoder_layers=c.n_layers,
+            dim_feedforward=c.d_ff,
+            dropout=c.dropout,
+            activation=c.activation,
+            batch_first=True,
+            norm_first=c.norm_first,
+        )
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size)."""
+        pad = self.config.pad_id
+        src_pad, tgt_pad = src == pad, tgt == pad  # True marks padding, nn.Transformer's convention
+        hidden = self.stacks(
+            self.positional(self.embed(src)),
+            self.positional(self.embed(tgt)),
+            tgt_mask=~causal_mask(tgt.shape[1], tgt.device)[0, 0],  # True marks a forbidden position
+            src_key_padding_mask=src_pad,
+            tgt_key_padding_mask=tgt_pad,
+            memory_key_padding_mask=src_pad,
+        )
+        return self.generator(hidden)
+
+
+def training_flops(config: TransformerConfig, batch: int, src_len: int, tgt_len: int) -> float:
+    """Matmul FLOPs of one training step (forward + backward = 3 x forward) on a padded batch.
+
+    Per source token and encoder layer: Q, K, V, O projections 8 d^2, scores and weighted sum
+    4 S d, feed-forward 4 d d_ff. Per target token and decoder layer: self-attention 8 d^2 + 4 T d,
+    cross-attention queries and output 4 d^2 + 4 S d, feed-forward 4 d d_ff; plus 4 d^2 per source
+    token for the cross-attention keys and values. The output layer: 2 d V per target token.
+    Attention is counted in full, as fused kernels with a mask compute it.
+    """
+    d, f, n, vocab = config.d_model, config.d_ff, config.n_layers, config.vocab_size
+    encoder = src_len * (8 * d * d + 4 * src_len * d + 4 * d * f)
+    decoder = tgt_len * (12 * d * d + 4 * tgt_len * d + 4 * src_len * d + 4 * d * f) + src_len * 4 * d * d
+    forward = batch * (n * (encoder + decoder) + tgt_len * 2 * d * vocab)
+    return 3.0 * forward
+
+
+def peak_tflops(device: torch.device) -> float | None:
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((peak for fragment, peak in PEAK_BF16_TFLOPS.items() if fragment in name), None)
+
+
+def make_batches(vocab_size: int, max_tokens: int, count: int) -> tuple[list[Batch], int]:
+    """``count`` token batches of Multi30k de→en (a tokenizer trained on its training pairs)."""
+    pairs = load_pairs("train", "de", "en")
+    tokenizer = Tokenizer.train([s for pair in pairs for s in pair], vocab_size=vocab_size)
+    examples = encode_pairs(pairs, tokenizer)
+    batches = [collate([examples[i] for i in b]) for b in token_batches(examples, max_tokens, seed=0)[:count]]
+    return batches, tokenizer.vocab_size
+
+
+def run_variant(
+    model_name: str, variant: str, config: TransformerConfig, batches: Sequence[Batch], warmup: int, device
+) -> dict:
+    """Train ``warmup`` + len(batches) steps of one model and variant; time the last len(batches)."""
+    torch.manual_seed(0)
+    model = (Transformer(config) if model_name == "ours" else TorchTransformer(config)).to(device).train()
+    if "by-hand" in variant:
+        keep_attention_weights(model)
+    run_model = torch.compile(model) if "compile" in variant else model
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled="bf16" in variant)
+    cuda = device.type == "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+
+    def step(batch: Batch) -> None:
+        batch = batch.to(device)
+        with autocast:
+            logits = run_model(batch.src, batch.tgt_in)
+        loss = label_smoothed_cross_entropy(logits, batch.tgt_out, 0.1)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    for i in range(warmup):
+        step(batches[i % len(batches)])
+    times = []
+    for batch in batches:
+        if cuda:
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        step(batch)
+        if cuda:
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    seconds = sum(times)
+    flops = sum(training_flops(config, *b.src.shape, b.tgt_in.shape[1]) for b in batches)
+    return {
+        "model": model_name,
+        "variant": variant,
+        "tokens_per_s": sum(b.n_tokens for b in batches) / seconds,
+        "step_ms": 1000 * statistics.median(times),
+        "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if cuda else None,
+        "tflops": flops / seconds / 1e12,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["small", "base"])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per variant")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation, allocator)")
+    parser.add_argument("--max-tokens", type=int, default=8192, help="token slots per batch")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: from its name)")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    peak = args.peak_tflops or peak_tflops(device)
+    batches, vocab_size = make_batches(args.vocab_size, args.max_tokens, args.steps)
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(f"training steps on Multi30k de→en, {args.max_tokens} token slots a batch; torch {torch.__version__}; {name}")
+    print(f"MFU against a dense bf16 peak of {peak} TFLOP/s\n" if peak else "no known peak: MFU not reported\n")
+    print(
+        f"{'preset':<6} {'model':<15} {'variant':<13} {'tokens/s':>9} {'step ms':>8} "
+        f"{'peak GB':>8} {'TFLOP/s':>8} {'MFU':>6}"
+    )
+    for preset in args.presets:
+        config = TransformerConfig.preset(preset, vocab_size=vocab_size)
+        for model_name in ("ours", "nn.Transformer"):
+            for variant in args.variants:
+                if device.type != "cuda" and ("bf16" in variant or "compile" in variant):
+                    continue
+                if model_name != "ours" and "by-hand" in variant:
+                    continue
+                r = run_variant(model_name, variant, config, batches, args.warmup, device)
+                memory = f"{r['peak_mem_gb']:.2f}" if r["peak_mem_gb"] is not None else "-"
+                mfu = f"{100 * r['tflops'] / peak:.1f}%" if peak else "-"
+                print(
+                    f"{preset:<6} {model_name:<15} {variant:<13} {r['tokens_per_s']:>9.0f} {r['step_ms']:>8.1f} "
+                    f"{memory:>8} {r['tflops']:>8.2f} {mfu:>6}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
