@@ -1,5 +1,6 @@
 """The benchmark scripts run and measure what they claim (their timings are not asserted)."""
 
+import pytest
 import torch
 
 from transformer_lib.benchmarks.kv_cache import benchmark, main
@@ -41,3 +42,22 @@ def test_training_speed_benchmark_runs_on_cpu(mirror, capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
     assert [(r[1], r[2]) for r in rows] == [("ours", "fp32"), ("ours", "fp32+by-hand"), ("nn.Transformer", "fp32")]
     assert all(float(r[3]) > 0 for r in rows)
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # nn.Transformer's inference path
+def test_the_benchmarks_nn_transformer_computes_our_model():
+    from transformer_lib import PAD_ID, Transformer, TransformerConfig
+    from transformer_lib.benchmarks.training_speed import TorchTransformer
+
+    config = TransformerConfig.preset("tiny", vocab_size=50, dropout=0.1)
+    torch.manual_seed(0)
+    ours = Transformer(config).eval()
+    torch.manual_seed(0)
+    theirs = TorchTransformer(config).eval()
+    assert sum(p.numel() for p in theirs.parameters()) == sum(p.numel() for p in ours.parameters())
+    assert all(m.p == 0.1 for m in theirs.modules() if isinstance(m, torch.nn.Dropout))
+    src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
+    src[0, 5:], tgt[1, 3:] = PAD_ID, PAD_ID
+    keep = tgt != PAD_ID
+    with torch.no_grad():
+        assert torch.allclose(theirs(src, tgt)[keep], ours(src, tgt)[keep], atol=1e-5)

@@ -30,6 +30,7 @@ from transformer_lib.attention import causal_mask, keep_attention_weights
 from transformer_lib.batching import Batch, collate, encode_pairs, token_batches
 from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.reference import torch_transformer
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import label_smoothed_cross_entropy
 
@@ -40,24 +41,17 @@ VARIANTS = ("fp32", "fp32+by-hand", "bf16", "bf16+by-hand", "bf16+compile")
 
 class TorchTransformer(nn.Module):
     """``nn.Transformer`` with our embeddings, positions and tied output layer: the same model as
-    :class:`~transformer_lib.model.Transformer` but for the encoder and decoder stacks."""
+    :class:`~transformer_lib.model.Transformer`, with PyTorch's encoder and decoder stacks."""
 
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
-        self.config = c = config
+        self.config = config
         ours = Transformer(config)
         self.embed, self.positional, self.generator = ours.src_embed, ours.positional, ours.generator  # tied
-        self.stacks = nn.Transformer(
-            d_model=c.d_model,
-            nhead=c.n_heads,
-            num_encoder_layers=c.n_layers,
-            num_decoder_layers=c.n_layers,
-            dim_feedforward=c.d_ff,
-            dropout=c.dropout,
-            activation=c.activation,
-            batch_first=True,
-            norm_first=c.norm_first,
-        )
+        self.stacks = torch_transformer(ours)  # our layers and weights in PyTorch's modules, built without dropout
+        for module in self.stacks.modules():
+            if isinstance(module, nn.Dropout):
+                module.p = config.dropout
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size)."""
