@@ -32,6 +32,14 @@ def test_cache_gives_the_same_logits_step_by_step(model, src):
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
 
 
+def test_last_scores_only_the_last_position(model, src):
+    memory, src_mask = model.encode(src)
+    tgt = torch.randint(4, 40, (5, 6), generator=torch.Generator().manual_seed(3))
+    last = model.decode(tgt, memory, src_mask, last=True)
+    assert last.shape == (5, 1, 40)
+    assert torch.allclose(last, model.decode(tgt, memory, src_mask)[:, -1:], atol=1e-6)
+
+
 def test_greedy_same_with_and_without_cache(model, src):
     assert greedy_decode(model, src, max_extra=10, use_cache=True) == greedy_decode(
         model, src, max_extra=10, use_cache=False

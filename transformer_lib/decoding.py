@@ -39,7 +39,7 @@ def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cach
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     cache = model.new_cache() if use_cache else None
     for step in range(int(limits.max())):
-        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache)[:, -1]
+        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
         logits[:, NEVER_GENERATED] = float("-inf")
         next_token = logits.argmax(dim=-1)  # (batch,)
         next_token = torch.where(step + 1 >= limits, EOS_ID, next_token)  # the last allowed token ends it
@@ -87,7 +87,7 @@ def beam_search(
     offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1): first row of each sentence
     cache = model.new_cache() if use_cache else None
     for _ in range(int(limits.max())):
-        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache)[:, -1]
+        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
         logits[:, NEVER_GENERATED] = float("-inf")
         log_probs = logits.float().log_softmax(dim=-1)  # (batch * k, vocab)
         vocab = log_probs.shape[-1]

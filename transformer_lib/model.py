@@ -133,11 +133,14 @@ class Transformer(nn.Module):
         memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
         return memory, src_mask
 
-    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: KVCache | None = None) -> Tensor:
+    def decode(
+        self, tgt: Tensor, memory: Tensor, src_mask: Tensor, cache: KVCache | None = None, last: bool = False
+    ) -> Tensor:
         """(batch, tgt_len) ids, starting with <bos> -> logits (batch, tgt_len, vocab_size).
 
         With a ``cache`` (step-by-step generation, lesson 10), ``tgt`` holds only the tokens that
         follow those already decoded, which the cache remembers; targets are then unpadded.
+        ``last=True`` scores only the last position, (batch, 1, vocab_size): all that generation needs.
         """
         if tgt.dim() != 2:
             raise ValueError(f"tgt must be (batch, tgt_len) token ids, got shape {tuple(tgt.shape)}")
@@ -151,7 +154,7 @@ class Transformer(nn.Module):
         hidden = self.decoder(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers)
         if cache is not None:
             cache.length += tgt.shape[1]
-        return self.generator(hidden)
+        return self.generator(hidden[:, -1:] if last else hidden)
 
     def new_cache(self) -> KVCache:
         """An empty key-value cache for step-by-step decoding with :meth:`decode`."""
