@@ -11,7 +11,15 @@ from transformer_lib.attention import (
     padding_mask,
     scaled_dot_product_attention,
 )
-from transformer_lib.batching import Batch, collate, encode_pairs, padding_fraction, token_batches
+from transformer_lib.batching import (
+    Batch,
+    collate,
+    encode_pairs,
+    example_size,
+    pad_ids,
+    padding_fraction,
+    token_batches,
+)
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.embeddings import (
@@ -69,6 +77,7 @@ __all__ = [
     "collate",
     "count_parameters",
     "encode_pairs",
+    "example_size",
     "greedy_decode",
     "keep_attention_weights",
     "label_smoothed_cross_entropy",
@@ -76,6 +85,7 @@ __all__ = [
     "load_multi30k",
     "load_pairs",
     "noam_lr",
+    "pad_ids",
     "padding_fraction",
     "padding_mask",
     "parameter_breakdown",

@@ -47,7 +47,8 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer) -> list
     return list(zip(sources, targets, strict=True))
 
 
-def _pad(rows: list[list[int]]) -> Tensor:
+def pad_ids(rows: Sequence[Sequence[int]]) -> Tensor:
+    """Id lists of different lengths -> (len(rows), longest) tensor, padded with <pad>."""
     out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
@@ -57,9 +58,9 @@ def _pad(rows: list[list[int]]) -> Tensor:
 def collate(examples: Sequence[tuple[list[int], list[int]]]) -> Batch:
     """Pad a list of (source ids, target ids) into a :class:`Batch`."""
     return Batch(
-        src=_pad([src for src, _ in examples]),
-        tgt_in=_pad([[BOS_ID, *tgt] for _, tgt in examples]),
-        tgt_out=_pad([[*tgt, EOS_ID] for _, tgt in examples]),
+        src=pad_ids([src for src, _ in examples]),
+        tgt_in=pad_ids([[BOS_ID, *tgt] for _, tgt in examples]),
+        tgt_out=pad_ids([[*tgt, EOS_ID] for _, tgt in examples]),
     )
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from transformer_lib.batching import encode_pairs
+from transformer_lib.batching import encode_pairs, pad_ids
 from transformer_lib.data import SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
@@ -173,7 +173,7 @@ def translate_sentences(
     for start in range(0, len(order), decoding.batch_size):
         chunk = order[start : start + decoding.batch_size]
         ids = tokenizer.encode_batch([sentences[i] for i in chunk], eos=True)
-        src = torch.nn.utils.rnn.pad_sequence([torch.tensor(x) for x in ids], batch_first=True).to(device)
+        src = pad_ids(ids).to(device)
         if decoding.beam_size == 1:
             hyps = greedy_decode(model, src, decoding.max_extra)
         else:
@@ -210,6 +210,11 @@ def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transforme
     return model.eval(), Tokenizer(state["tokenizer"]), state["meta"]
 
 
+def _device(name: str) -> torch.device:
+    """The --device option: "auto" picks CUDA when there is one."""
+    return pick_device() if name == "auto" else torch.device(name)
+
+
 def _log(run_dir: Path, message: str) -> None:
     print(message, file=sys.stderr, flush=True)
     with open(run_dir / "log.txt", "a") as f:
@@ -218,7 +223,7 @@ def _log(run_dir: Path, message: str) -> None:
 
 def cmd_train(args: argparse.Namespace) -> None:
     config = load_config(args.config)
-    device = torch.device(args.device) if args.device != "auto" else pick_device()
+    device = _device(args.device)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -281,7 +286,7 @@ def cmd_train(args: argparse.Namespace) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    device = torch.device(args.device) if args.device != "auto" else pick_device()
+    device = _device(args.device)
     model, tokenizer, meta = load_model(args.checkpoint, device)
     decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
     result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit)
@@ -292,7 +297,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    device = torch.device(args.device) if args.device != "auto" else pick_device()
+    device = _device(args.device)
     model, tokenizer, _ = load_model(args.checkpoint, device)
     decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
     sentences = [line.strip() for line in sys.stdin]

@@ -41,15 +41,23 @@ def _layer_settings(ours: EncoderLayer | DecoderLayer) -> dict:
     )
 
 
+def _copy_layer(
+    ref: nn.TransformerEncoderLayer | nn.TransformerDecoderLayer, ours: EncoderLayer | DecoderLayer
+) -> None:
+    """Copy what encoder and decoder layers share: self-attention, feed-forward, the norms."""
+    ref.self_attn = torch_multihead_attention(ours.self_attn)
+    ref.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
+    ref.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
+    n_norms = 3 if isinstance(ours, DecoderLayer) else 2
+    for i in range(1, n_norms + 1):
+        getattr(ref, f"norm{i}").load_state_dict(getattr(ours, f"residual{i}").norm.state_dict())
+
+
 @torch.no_grad()
 def torch_encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
     """An ``nn.TransformerEncoderLayer`` (ReLU, no dropout) with the weights of ``ours``."""
     ref = nn.TransformerEncoderLayer(**_layer_settings(ours))
-    ref.self_attn = torch_multihead_attention(ours.self_attn)
-    ref.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
-    ref.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
-    ref.norm1.load_state_dict(ours.residual1.norm.state_dict())
-    ref.norm2.load_state_dict(ours.residual2.norm.state_dict())
+    _copy_layer(ref, ours)
     return ref.to(ours.feed_forward.linear1.weight.dtype)
 
 
@@ -57,13 +65,8 @@ def torch_encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
 def torch_decoder_layer(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
     """An ``nn.TransformerDecoderLayer`` (ReLU, no dropout) with the weights of ``ours``."""
     ref = nn.TransformerDecoderLayer(**_layer_settings(ours))
-    ref.self_attn = torch_multihead_attention(ours.self_attn)
+    _copy_layer(ref, ours)
     ref.multihead_attn = torch_multihead_attention(ours.cross_attn)
-    ref.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
-    ref.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
-    ref.norm1.load_state_dict(ours.residual1.norm.state_dict())
-    ref.norm2.load_state_dict(ours.residual2.norm.state_dict())
-    ref.norm3.load_state_dict(ours.residual3.norm.state_dict())
     return ref.to(ours.feed_forward.linear1.weight.dtype)
 
 

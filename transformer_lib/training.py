@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
-from transformer_lib.batching import collate, token_batches
+from transformer_lib.batching import Batch, collate, token_batches
 from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import PAD_ID
 
@@ -156,7 +156,7 @@ class Trainer:
             while self.batch_in_epoch < len(batches) and self.step < total:
                 group = batches[self.batch_in_epoch : self.batch_in_epoch + c.grad_accum]
                 start = time.perf_counter()
-                record = self._train_step([collate([self.train_examples[i] for i in b]) for b in group])
+                record = self.train_step([collate([self.train_examples[i] for i in b]) for b in group])
                 self.batch_in_epoch += len(group)
                 record["tokens_per_s"] = record["tokens"] / (time.perf_counter() - start)
                 self._log(record)
@@ -184,7 +184,9 @@ class Trainer:
         self.save_checkpoint()
         return self.history
 
-    def _train_step(self, batches: list) -> dict:
+    def train_step(self, batches: list[Batch]) -> dict:
+        """One optimizer step on ``batches`` (``grad_accum`` of them in ``train``): the loss is
+        summed over their target tokens and divided by their number; returns the step's record."""
         self.model.train()
         tokens = sum(b.n_tokens for b in batches)
         loss_sum = 0.0

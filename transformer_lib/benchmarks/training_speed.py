@@ -3,8 +3,9 @@
     python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
         [--max-tokens 8192] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
 
-Both models get the same configuration, the same Multi30k de→en token batches, the same loss and
-the same Adam optimizer; ``nn.Transformer`` gets our embeddings, positions and tied output layer
+Both models get the same configuration, the same Multi30k de→en token batches and the same
+training step, the :class:`~transformer_lib.training.Trainer`'s (label-smoothed loss, clipping,
+Adam); ``nn.Transformer`` gets our embeddings, positions and tied output layer
 around it, so that only the encoder and decoder stacks differ. Each variant runs ``--warmup``
 untimed steps, then ``--steps`` timed ones. Reported per variant: target tokens per second, median
 step time, peak GPU memory, and MFU: model FLOPs per second (:func:`training_flops`, counted on the
@@ -32,7 +33,7 @@ from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.training import label_smoothed_cross_entropy
+from transformer_lib.training import TrainConfig, Trainer
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets, by device-name fragment.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 70.0, "T4": 65.0}
@@ -103,28 +104,21 @@ def make_batches(vocab_size: int, max_tokens: int, count: int) -> tuple[list[Bat
 def run_variant(
     model_name: str, variant: str, config: TransformerConfig, batches: Sequence[Batch], warmup: int, device
 ) -> dict:
-    """Train ``warmup`` + len(batches) steps of one model and variant; time the last len(batches)."""
+    """Train ``warmup`` + len(batches) steps of one model and variant with the :class:`Trainer`'s
+    own step; time the last len(batches)."""
     torch.manual_seed(0)
-    model = (Transformer(config) if model_name == "ours" else TorchTransformer(config)).to(device).train()
+    model = Transformer(config) if model_name == "ours" else TorchTransformer(config)
     if "by-hand" in variant:
         keep_attention_weights(model)
-    run_model = torch.compile(model) if "compile" in variant else model
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled="bf16" in variant)
+    recipe = TrainConfig(bf16="bf16" in variant, compile="compile" in variant, progress=False)
+    trainer = Trainer(model, [], config=recipe, device=device)
     cuda = device.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
 
     def step(batch: Batch) -> None:
-        batch = batch.to(device)
-        with autocast:
-            logits = run_model(batch.src, batch.tgt_in)
-        loss = label_smoothed_cross_entropy(logits, batch.tgt_out, 0.1)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        trainer.train_step([batch])
 
     for i in range(warmup):
         step(batches[i % len(batches)])
