@@ -3,11 +3,6 @@
 import os
 from pathlib import Path
 
-# Two test workers, each running lessons with two threads, share the CPU: OpenMP threads that
-# spin while they wait would then steal each other's cores (the training lessons ran 6x slower).
-# Set before PyTorch starts here and inherited by the notebooks' kernels.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
 import pytest
 
 from transformer_lib.data import LOCAL_DIR_ENV

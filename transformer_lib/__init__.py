@@ -4,6 +4,13 @@ Each lesson of the book adds the final version of its component here; later less
 it instead of writing it again.
 """
 
+import os
+
+# OpenMP threads that spin while they wait steal the cores of anything else running (a second
+# notebook, a test worker): wait passively unless the reader chose otherwise. It must be set
+# before PyTorch loads its OpenMP runtime, so here, before the first import of torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from transformer_lib.attention import (
     MultiHeadAttention,
     causal_mask,
@@ -29,6 +36,7 @@ from transformer_lib.embeddings import (
     apply_rotary,
     sinusoidal_table,
 )
+from transformer_lib.errors import InvalidType, InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import (
@@ -61,8 +69,11 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "InvalidType",
+    "InvalidValue",
     "KVCache",
     "LearnedPositionalEncoding",
+    "MissingFile",
     "MultiHeadAttention",
     "SinusoidalPositionalEncoding",
     "TokenEmbedding",
@@ -71,6 +82,7 @@ __all__ = [
     "Trainer",
     "Transformer",
     "TransformerConfig",
+    "TransformerLibError",
     "apply_rotary",
     "beam_search",
     "causal_mask",

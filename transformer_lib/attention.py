@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lib.errors import InvalidType, InvalidValue
 from transformer_lib.tokenizer import PAD_ID
 
 
@@ -30,13 +31,13 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:
 def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int) -> None:
     """Raise a clear error unless ``mask`` is boolean and broadcastable to (batch, heads, q_len, k_len)."""
     if mask.dtype != torch.bool:
-        raise TypeError(
+        raise InvalidType(
             f"attention masks must be boolean (True = may attend), got {mask.dtype}; "
             "build them with padding_mask() and causal_mask()"
         )
     expected = (batch, mask.shape[1] if mask.dim() == 4 else 1, q_len, k_len)  # any number of heads
     if mask.dim() != 4 or any(m not in (1, n) for m, n in zip(mask.shape, expected, strict=True)):
-        raise ValueError(
+        raise InvalidValue(
             f"attention mask of shape {tuple(mask.shape)} does not broadcast to "
             f"(batch={batch}, heads, q_len={q_len}, k_len={k_len}); use (batch, 1, 1, k_len) for "
             "padding or (1, 1, q_len, k_len) for causal masks"
@@ -73,7 +74,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
         if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
+            raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -133,14 +134,14 @@ class MultiHeadAttention(nn.Module):
     def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> None:
         for name, x in (("query", query), ("key", key), ("value", value)):
             if x.dim() != 3 or x.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must be (batch, seq, d_model={self.d_model}), got shape {tuple(x.shape)}")
+                raise InvalidValue(f"{name} must be (batch, seq, d_model={self.d_model}), got shape {tuple(x.shape)}")
         if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(
+            raise InvalidValue(
                 f"query, key and value must have the same batch size, got "
                 f"{query.shape[0]}, {key.shape[0]} and {value.shape[0]}"
             )
         if key.shape[1] != value.shape[1]:
-            raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
+            raise InvalidValue(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
 
 
 def keep_attention_weights(model: nn.Module, keep: bool = True) -> None:

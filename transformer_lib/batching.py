@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from transformer_lib.errors import InvalidValue
 from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
@@ -83,7 +84,7 @@ def token_batches(
     sizes = [example_size(e) for e in examples]
     too_long = [i for i, n in enumerate(sizes) if n > max_tokens]
     if too_long:
-        raise ValueError(
+        raise InvalidValue(
             f"{len(too_long)} examples need more than max_tokens={max_tokens} token slots on their own "
             f"(the longest needs {max(sizes)}); raise max_tokens or drop long sentences"
         )

@@ -29,6 +29,7 @@ import yaml
 from transformer_lib.batching import encode_pairs, pad_ids
 from transformer_lib.data import SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.tokenizer import Tokenizer
@@ -63,7 +64,7 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         if self.beam_size < 1 or self.batch_size < 1 or self.max_extra < 1:
-            raise ValueError("decoding: beam_size, batch_size and max_extra must be positive integers")
+            raise InvalidValue("decoding: beam_size, batch_size and max_extra must be positive integers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,12 +87,12 @@ def _build(cls: type, section: str, values: dict):
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in section '{section}'; allowed: {sorted(fields)}")
+        raise InvalidValue(f"unknown key(s) {unknown} in section '{section}'; allowed: {sorted(fields)}")
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     try:
         return cls(**values)
     except TypeError as exc:
-        raise ValueError(f"section '{section}': {exc}") from exc
+        raise InvalidValue(f"section '{section}': {exc}") from exc
 
 
 def load_config(name_or_path: str) -> dict:
@@ -101,11 +102,11 @@ def load_config(name_or_path: str) -> dict:
         path = CONFIG_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise FileNotFoundError(f"no config file {name_or_path!r}; give a path or one of {known}")
+        raise MissingFile(f"no config file {name_or_path!r}; give a path or one of {known}")
     raw = yaml.safe_load(path.read_text()) or {}
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
-        raise ValueError(f"unknown section(s) {unknown} in {path}; allowed: {list(SECTIONS)}")
+        raise InvalidValue(f"unknown section(s) {unknown} in {path}; allowed: {list(SECTIONS)}")
     config = {"name": path.stem, "raw": raw}
     for section, cls in SECTIONS.items():
         if cls is not None:
@@ -116,16 +117,16 @@ def load_config(name_or_path: str) -> dict:
     allowed = {f.name for f in dataclasses.fields(TransformerConfig)} - {"vocab_size"}
     unknown = sorted(set(model) - allowed)
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in section 'model'; allowed: preset and {sorted(allowed)}")
+        raise InvalidValue(f"unknown key(s) {unknown} in section 'model'; allowed: preset and {sorted(allowed)}")
     config["model"] = TransformerConfig.preset(preset, vocab_size=data.vocab_size, **model)
     if config["evaluation"].average_last > config["training"].keep_last:
-        raise ValueError(
+        raise InvalidValue(
             f"evaluation.average_last={config['evaluation'].average_last} needs training.keep_last >= it, "
             f"got keep_last={config['training'].keep_last}"
         )
     for split in config["evaluation"].splits:
         if split not in SPLITS:
-            raise ValueError(f"evaluation: unknown split {split!r}; choose from {list(SPLITS)}")
+            raise InvalidValue(f"evaluation: unknown split {split!r}; choose from {list(SPLITS)}")
     return config
 
 
@@ -204,7 +205,7 @@ def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transforme
     """The model, tokenizer and run metadata stored in a checkpoint written by ``train``."""
     state = load_checkpoint(checkpoint, map_location=device)
     if "tokenizer" not in state:
-        raise ValueError(f"{checkpoint} has no tokenizer: it was not written by 'python -m transformer_lib train'")
+        raise InvalidValue(f"{checkpoint} has no tokenizer: it was not written by 'python -m transformer_lib train'")
     model = Transformer(TransformerConfig(**state["model_config"])).to(device)
     model.load_state_dict(state["model"])
     return model.eval(), Tokenizer(state["tokenizer"]), state["meta"]

@@ -23,6 +23,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from transformer_lib.errors import InvalidValue, TransformerLibError
+
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 LOCAL_DIR_ENV = "MULTI30K_DIR"
 CACHE_ENV = "TRANSFORMER_LIB_CACHE"
@@ -61,20 +63,20 @@ SHA256: dict[str, str] = {
 LANGUAGES = ("de", "en", "fr", "cs")
 
 
-class DataError(RuntimeError):
+class DataError(TransformerLibError, RuntimeError):
     """A Multi30k file is missing, cannot be downloaded, or is not the published file."""
 
 
 def file_name(split: str, lang: str) -> str:
     """The raw file's name, after checking that Multi30k has this split in this language."""
     if split not in SPLITS:
-        raise ValueError(f"unknown Multi30k split {split!r}; choose one of {list(SPLITS)}")
+        raise InvalidValue(f"unknown Multi30k split {split!r}; choose one of {list(SPLITS)}")
     if lang not in LANGUAGES:
-        raise ValueError(f"unknown Multi30k language {lang!r}; choose one of {list(LANGUAGES)}")
+        raise InvalidValue(f"unknown Multi30k language {lang!r}; choose one of {list(LANGUAGES)}")
     name = f"{split}.{lang}.gz"
     if name not in SHA256:
         have = [s for s in SPLITS if f"{s}.{lang}.gz" in SHA256]
-        raise ValueError(f"Multi30k has no {lang!r} text for split {split!r}; {lang!r} exists for {have}")
+        raise InvalidValue(f"Multi30k has no {lang!r} text for split {split!r}; {lang!r} exists for {have}")
     return name
 
 
@@ -105,7 +107,11 @@ def _verify(path: Path, name: str, fix: str) -> Path:
 
 
 def _download(url: str, dest: Path, name: str) -> None:
-    """Download ``url`` to ``dest`` atomically: a temporary file in the same folder, then rename."""
+    """Download ``url`` to ``dest`` atomically: a temporary file in the same folder, then rename.
+
+    A failed download leaves nothing behind: no partial file, and no folder it had to create.
+    """
+    created = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=dest.parent)
     try:
@@ -118,10 +124,13 @@ def _download(url: str, dest: Path, name: str) -> None:
         raise DataError(
             f"could not download {url} ({exc}). Check your internet connection, or put the "
             f"Multi30k .gz files in a folder and set {LOCAL_DIR_ENV} to that folder."
-        ) from exc
+        ) from None  # the message says it all: no chained traceback of urllib's internals
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+        for folder in created:  # innermost first; only folders this call made, and only if empty
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
 
 
 def fetch(split: str, lang: str) -> Path:

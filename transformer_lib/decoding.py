@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer_lib.errors import InvalidValue
 from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -73,7 +74,7 @@ def beam_search(
     between the final hypotheses.
     """
     if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+        raise InvalidValue(f"beam_size must be at least 1, got {beam_size}")
     batch, k = src.shape[0], beam_size
     memory, src_mask = model.encode(src)
     memory, src_mask = memory.repeat_interleave(k, dim=0), src_mask.repeat_interleave(k, dim=0)

@@ -13,6 +13,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from transformer_lib.errors import InvalidType, InvalidValue
+
 
 class TokenEmbedding(nn.Module):
     """Token ids to vectors, multiplied by sqrt(d_model) (section 3.4).
@@ -37,11 +39,11 @@ class TokenEmbedding(nn.Module):
 def check_token_ids(tokens: Tensor, vocab_size: int) -> None:
     """Raise a clear error for a non-integer tensor or an id outside ``[0, vocab_size)``."""
     if tokens.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"token ids must be an integer tensor (torch.long), got {tokens.dtype}")
+        raise InvalidType(f"token ids must be an integer tensor (torch.long), got {tokens.dtype}")
     if torch.compiler.is_compiling():  # the check reads values back from the device: skip it in compiled code
         return
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
-        raise ValueError(
+        raise InvalidValue(
             f"token ids must lie in [0, {vocab_size}) for this vocabulary, got ids from "
             f"{int(tokens.min())} to {int(tokens.max())}; was the text encoded with another tokenizer?"
         )
@@ -53,7 +55,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     PE[pos, 2i] = sin(pos / 10000^(2i / d_model)),  PE[pos, 2i+1] = cos(pos / 10000^(2i / d_model)).
     """
     if d_model % 2:
-        raise ValueError(f"sinusoidal encodings pair sines with cosines: d_model must be even, got {d_model}")
+        raise InvalidValue(f"sinusoidal encodings pair sines with cosines: d_model must be even, got {d_model}")
     position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
     frequency = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
     table = torch.empty(max_len, d_model, dtype=torch.float64)
@@ -75,7 +77,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added."""
         end = offset + x.shape[1]
         if end > self.max_len:
-            raise ValueError(f"position {end - 1} is beyond max_len={self.max_len}; raise max_len in the config")
+            raise InvalidValue(f"position {end - 1} is beyond max_len={self.max_len}; raise max_len in the config")
         return self.dropout(x + self.table[offset:end])
 
 
@@ -92,7 +94,9 @@ class LearnedPositionalEncoding(nn.Module):
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         end = offset + x.shape[1]
         if end > self.max_len:
-            raise ValueError(f"position {end - 1} is beyond max_len={self.max_len}; a learned table cannot extrapolate")
+            raise InvalidValue(
+                f"position {end - 1} is beyond max_len={self.max_len}; a learned table cannot extrapolate"
+            )
         positions = torch.arange(offset, end, device=x.device)
         return self.dropout(x + self.table(positions))
 
@@ -106,7 +110,7 @@ def apply_rotary(x: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     """
     seq, d = x.shape[-2], x.shape[-1]
     if d % 2:
-        raise ValueError(f"rotary encoding rotates pairs of features: the last dimension must be even, got {d}")
+        raise InvalidValue(f"rotary encoding rotates pairs of features: the last dimension must be even, got {d}")
     position = torch.arange(offset, offset + seq, device=x.device, dtype=torch.float32)[:, None]
     frequency = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
     angle = position * frequency  # (seq, d/2)

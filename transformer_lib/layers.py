@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.attention import MultiHeadAttention
+from transformer_lib.errors import InvalidValue
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -25,7 +26,7 @@ class FeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+            raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)

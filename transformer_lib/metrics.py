@@ -19,10 +19,12 @@ from collections.abc import Sequence
 
 import sacrebleu
 
+from transformer_lib.errors import InvalidValue
+
 
 def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: they must pair up")
+        raise InvalidValue(f"{len(hypotheses)} hypotheses but {len(references)} references: they must pair up")
 
 
 def sacrebleu_score(hypotheses: Sequence[str], references: Sequence[str]) -> float:

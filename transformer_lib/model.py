@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from transformer_lib.attention import causal_mask, padding_mask
 from transformer_lib.embeddings import LearnedPositionalEncoding, SinusoidalPositionalEncoding, TokenEmbedding
+from transformer_lib.errors import InvalidValue
 from transformer_lib.layers import ACTIVATIONS, Decoder, Encoder
 from transformer_lib.tokenizer import PAD_ID
 
@@ -47,26 +48,26 @@ class TransformerConfig:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
         if self.d_model % self.n_heads:
-            raise ValueError(
+            raise InvalidValue(
                 f"d_model={self.d_model} must be divisible by n_heads={self.n_heads} (the paper: 512 / 8 = 64)"
             )
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+                raise InvalidValue(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
+            raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
         if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+            raise InvalidValue(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
         if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"pad_id={self.pad_id} must be an id of the vocabulary [0, {self.vocab_size})")
+            raise InvalidValue(f"pad_id={self.pad_id} must be an id of the vocabulary [0, {self.vocab_size})")
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **overrides) -> TransformerConfig:
         """A named size (``base``, ``big``, ``small``, ``tiny``), with any field overridden."""
         if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
+            raise InvalidValue(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
         return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
 
     def replace(self, **changes) -> TransformerConfig:
@@ -128,7 +129,7 @@ class Transformer(nn.Module):
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """(batch, src_len) ids -> memory (batch, src_len, d_model) and its padding mask (batch, 1, 1, src_len)."""
         if src.dim() != 2:
-            raise ValueError(f"src must be (batch, src_len) token ids, got shape {tuple(src.shape)}")
+            raise InvalidValue(f"src must be (batch, src_len) token ids, got shape {tuple(src.shape)}")
         src_mask = padding_mask(src, self.config.pad_id)
         memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
         return memory, src_mask
@@ -143,9 +144,9 @@ class Transformer(nn.Module):
         ``last=True`` scores only the last position, (batch, 1, vocab_size): all that generation needs.
         """
         if tgt.dim() != 2:
-            raise ValueError(f"tgt must be (batch, tgt_len) token ids, got shape {tuple(tgt.shape)}")
+            raise InvalidValue(f"tgt must be (batch, tgt_len) token ids, got shape {tuple(tgt.shape)}")
         if tgt.shape[0] != memory.shape[0]:
-            raise ValueError(f"source and target batch sizes differ: {memory.shape[0]} and {tgt.shape[0]}")
+            raise InvalidValue(f"source and target batch sizes differ: {memory.shape[0]} and {tgt.shape[0]}")
         past = cache.length if cache is not None else 0
         tgt_mask = causal_mask(past + tgt.shape[1], tgt.device)[:, :, past:]  # (1, 1, tgt_len, past + tgt_len)
         if cache is None:

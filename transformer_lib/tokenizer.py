@@ -26,6 +26,8 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from transformer_lib.errors import InvalidValue, MissingFile
+
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS: dict[str, int] = {"<pad>": PAD_ID, "<bos>": BOS_ID, "<eos>": EOS_ID, "<unk>": UNK_ID}
 
@@ -42,7 +44,7 @@ class Tokenizer:
             "<unk>": self._sp.unk_id(),
         }
         if found != SPECIAL_TOKENS:
-            raise ValueError(
+            raise InvalidValue(
                 f"this SentencePiece model has special ids {found}, but transformer_lib needs "
                 f"{SPECIAL_TOKENS}; train it with Tokenizer.train"
             )
@@ -63,9 +65,9 @@ class Tokenizer:
         given, on one thread, so training is deterministic.
         """
         if model_type not in ("unigram", "bpe"):
-            raise ValueError(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
+            raise InvalidValue(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
         if vocab_size <= len(SPECIAL_TOKENS):
-            raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+            raise InvalidValue(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
         model = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sentences),
@@ -90,7 +92,7 @@ class Tokenizer:
     def load(cls, path: str | os.PathLike) -> Tokenizer:
         path = Path(path)
         if not path.is_file():
-            raise FileNotFoundError(f"no tokenizer at {path}; train one with Tokenizer.train(...).save(path)")
+            raise MissingFile(f"no tokenizer at {path}; train one with Tokenizer.train(...).save(path)")
         return cls(path.read_bytes())
 
     def save(self, path: str | os.PathLike) -> None:
@@ -128,7 +130,7 @@ class Tokenizer:
         """The text of ``ids``; special tokens (padding, ``<bos>``, ``<eos>``) are dropped."""
         bad = [i for i in ids if not 0 <= int(i) < self.vocab_size]
         if bad:
-            raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {self.vocab_size})")
+            raise InvalidValue(f"token ids {bad[:5]} are outside the vocabulary [0, {self.vocab_size})")
         return self._sp.decode([int(i) for i in ids])
 
     def pieces(self, text: str) -> list[str]:

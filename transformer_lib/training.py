@@ -27,6 +27,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from transformer_lib.batching import Batch, collate, token_batches
+from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import PAD_ID
 
@@ -80,18 +81,18 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.keep_last, int) or self.keep_last < 0:
-            raise ValueError(f"keep_last must be a non-negative integer, got {self.keep_last!r}")
+            raise InvalidValue(f"keep_last must be a non-negative integer, got {self.keep_last!r}")
         for name in ("max_tokens", "epochs", "warmup", "grad_accum"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+                raise InvalidValue(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps must be a positive integer or None, got {self.max_steps!r}")
+            raise InvalidValue(f"max_steps must be a positive integer or None, got {self.max_steps!r}")
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
+            raise InvalidValue(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
         if self.lr_factor <= 0:
-            raise ValueError(f"lr_factor must be positive, got {self.lr_factor!r}")
+            raise InvalidValue(f"lr_factor must be positive, got {self.lr_factor!r}")
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise ValueError(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+            raise InvalidValue(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
 Example = tuple[list[int], list[int]]
@@ -329,10 +330,10 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]
     last checkpoint.
     """
     if not paths:
-        raise ValueError("no checkpoints to average: train with keep_last > 0 to keep some")
+        raise InvalidValue("no checkpoints to average: train with keep_last > 0 to keep some")
     states = [load_checkpoint(p)["model"] for p in paths]
     if any(state.keys() != states[0].keys() for state in states):
-        raise ValueError("the checkpoints hold different parameters: they must come from the same model")
+        raise InvalidValue("the checkpoints hold different parameters: they must come from the same model")
     averaged = {}
     for name, last in states[-1].items():
         if last.is_floating_point():
@@ -346,5 +347,5 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     """Read a checkpoint (tensors and plain Python values only: ``weights_only=True``)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}; train a model first (python -m transformer_lib train ...)")
+        raise MissingFile(f"no checkpoint at {path}; train a model first (python -m transformer_lib train ...)")
     return torch.load(path, map_location=map_location, weights_only=True)

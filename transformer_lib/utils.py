@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -28,9 +29,12 @@ def setup(seed: int = 0, threads: int | None = 2) -> torch.device:
     """Make a lesson repeatable and return the device it should use.
 
     CPU results are bit-identical run to run only with the same number of threads, so lessons
-    fix it (``threads=None`` leaves PyTorch's default).
+    fix it: ``threads`` CPU threads, unless the reader chose a number in ``OMP_NUM_THREADS``,
+    which wins (``threads=None`` leaves PyTorch's default).
     """
-    if threads is not None:
+    if os.environ.get("OMP_NUM_THREADS", "").strip().isdigit():
+        threads = int(os.environ["OMP_NUM_THREADS"])
+    if threads is not None and threads > 0:
         torch.set_num_threads(threads)
     seed_everything(seed)
     return pick_device()
