@@ -1,4 +1,4 @@
-"""Training throughput of our Transformer against ``torch.nn.Transformer`` (lesson 11).
+"""Training throughput of our Transformer against ``torch.nn.Transformer``, for the GPU runs.
 
     python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
         [--max-tokens 8192] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]

@@ -1,0 +1,77 @@
+"""Checks on the built website that Sphinx's warnings do not catch.
+
+    python .ci/check_site.py [_build/html]
+
+* **Unrendered math**: prose math that MyST did not recognise (for example ``$...$`` across lines
+  with ``\\\\`` inside) reaches the page as raw LaTeX. Any ``\\begin{``, or ``$`` next to a LaTeX
+  command, left in a page's text outside math, code and outputs, is reported.
+* **Machine paths**: no page may show an absolute path of the machine that built or ran it.
+
+Prints one line per problem and exits 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+RAW_LATEX = re.compile(r"\\begin\{|\$\s*\\[A-Za-z]+|\\[A-Za-z]+\{[^}]*\}\s*\$")
+MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|site-packages|[A-Z]:\\\\Users)")
+SKIPPED_TAGS = {"script", "style", "pre", "code"}
+SKIPPED_CLASSES = {"math", "cell_output", "highlight"}
+
+
+class ProseText(HTMLParser):
+    """The text of a page outside code, outputs and rendered math."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[bool] = []  # for each open element: is it (or a parent) skipped?
+        self.prose: list[str] = []
+        self.everything: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = set((dict(attrs).get("class") or "").split())
+        skipped = (self.stack and self.stack[-1]) or tag in SKIPPED_TAGS or bool(classes & SKIPPED_CLASSES)
+        if tag not in {"br", "img", "hr", "meta", "link", "input", "wbr"}:
+            self.stack.append(skipped)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag not in {"br", "img", "hr", "meta", "link", "input", "wbr"} and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if not (self.stack and self.stack[-1]):
+            self.prose.append(data)
+        self.everything.append(data)
+
+
+def problems(site: Path) -> list[str]:
+    found = []
+    pages = [p for p in site.rglob("*.html") if "_static" not in p.parts and "mathjax" not in p.parts]
+    for page in sorted(pages):
+        parser = ProseText()
+        parser.feed(page.read_text(encoding="utf-8"))
+        name = page.relative_to(site)
+        for match in RAW_LATEX.finditer(" ".join(parser.prose)):
+            found.append(f"{name}: unrendered math near {match.group(0)!r}")
+        for match in MACHINE_PATH.finditer(" ".join(parser.everything)):
+            found.append(f"{name}: a machine path is shown ({match.group(0)!r})")
+    if not pages:
+        found.append(f"no pages under {site}: build the book first (jupyter-book build .)")
+    return found
+
+
+def main() -> None:
+    site = Path(sys.argv[1] if len(sys.argv) > 1 else "_build/html")
+    found = problems(site)
+    for line in found:
+        print(line)
+    print(f"site check: {len(found)} problem(s)")
+    sys.exit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    main()

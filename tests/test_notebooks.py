@@ -1,0 +1,39 @@
+"""What readers see in the stored outputs: no machine's paths, and deliberate errors as one line."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|/private/var/|site-packages|[A-Z]:\\\\)")
+
+
+def outputs(notebook: Path):
+    for index, cell in enumerate(json.loads(notebook.read_text(encoding="utf-8"))["cells"]):
+        for output in cell.get("outputs", []):
+            yield index, cell, output
+
+
+def shown_text(output: dict) -> str:
+    parts = [output.get("text", ""), output.get("evalue", ""), *output.get("traceback", [])]
+    for kind, value in output.get("data", {}).items():
+        if kind.startswith("text/"):
+            parts.append(value)
+    return "\n".join("".join(p) if isinstance(p, list) else p for p in parts)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_stored_output_shows_a_machine_path(notebook):
+    for index, _, output in outputs(notebook):
+        match = MACHINE_PATH.search(shown_text(output))
+        assert match is None, f"cell {index} shows a path of the machine that ran it: {match.group(0)!r}"
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_deliberate_errors_show_one_line(notebook):
+    for index, cell, output in outputs(notebook):
+        if output["output_type"] == "error":
+            assert "raises-exception" in cell["metadata"].get("tags", []), f"cell {index} failed"
+            assert len(output["traceback"]) == 1, f"cell {index} shows a {len(output['traceback'])}-line traceback"
