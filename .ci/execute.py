@@ -27,6 +27,7 @@ def execute(path: Path) -> float:
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = coalesce_streams(cell.outputs)
+            cell.metadata.pop("execution", None)  # timestamps: noise in every diff
     tmp = path.with_suffix(".ipynb.tmp")
     nbformat.write(notebook, tmp)
     tmp.replace(path)  # never a half-written notebook

@@ -89,7 +89,6 @@ def test_positions_matter_for_the_model():
         ({"n_layers": 0}, "n_layers must be a positive integer"),
         ({"activation": "tanh"}, "activation must be one of"),
         ({"positional": "rope"}, "positional must be 'sinusoidal' or 'learned'"),
-        ({"pad_id": 99}, "pad_id=99 must be an id of the vocabulary"),
     ],
 )
 def test_bad_config_values_are_clear_errors(overrides, message):

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
+from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import (
     TrainConfig,
     Trainer,
@@ -94,9 +95,10 @@ def test_collate_shifts_the_target():
 def make_trainer(run_dir, **overrides):
     torch.manual_seed(0)
     model = Transformer(TransformerConfig.preset("tiny", vocab_size=20, dropout=0.1))
-    settings = dict(max_tokens=128, epochs=2, warmup=5, progress=False, grad_accum=2)
+    settings = dict(epochs=2, warmup=5, progress=False, grad_accum=2)
     config = TrainConfig(**{**settings, **overrides})
-    return Trainer(model, random_examples(120), random_examples(20, seed=1), config, run_dir=run_dir)
+    task = TranslationTask(random_examples(120), random_examples(20, seed=1), max_tokens=128)
+    return Trainer(model, task, config, run_dir=run_dir)
 
 
 def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
@@ -119,15 +121,17 @@ def test_training_lowers_the_loss_and_writes_metrics(tmp_path):
     val = [r["val_loss"] for r in history if "val_loss" in r]
     assert val[-1] < val[0]
     header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
-    assert header == "step,epoch,loss,lr,tokens,tokens_per_s,val_loss,val_ppl"
+    assert header == "step,epoch,loss,lr,grad_norm,items,items_per_s,val_loss,val_ppl"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary files left
 
 
 def test_bad_train_config_values():
     with pytest.raises(ValueError, match="label_smoothing must be in"):
-        TrainConfig(label_smoothing=1.0)
+        TranslationTask(random_examples(5), label_smoothing=1.0)
     with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
-        TrainConfig(max_tokens=0)
+        TranslationTask(random_examples(5), max_tokens=0)
+    with pytest.raises(ValueError, match="epochs must be a positive integer"):
+        TrainConfig(epochs=0)
 
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
@@ -149,3 +153,25 @@ def test_keep_last_keeps_the_newest_weights_and_averaging_is_their_mean(tmp_path
     assert torch.equal(states[-1][name], trainer.model.state_dict()[name])
     with pytest.raises(ValueError, match="no checkpoints to average"):
         average_checkpoints([])
+
+
+def test_the_tasks_fused_loss_equals_the_lessons_by_hand_loss():
+    """The hot path's F.cross_entropy(label_smoothing=...) against lesson 9's formula, padding included."""
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20))
+    task = TranslationTask(random_examples(30), max_tokens=256, label_smoothing=0.1)
+    batch = task.make_batch(task.train_batches(0)[0], train=True)
+    fused, items = task.loss(model, batch, train=True)
+    by_hand = label_smoothed_cross_entropy(model(batch.src, batch.tgt_in), batch.tgt_out, 0.1, reduction="sum")
+    assert items == batch.n_tokens and (batch.tgt_out == 0).any()
+    assert torch.allclose(fused, by_hand, rtol=1e-5)
+    plain, _ = task.loss(model, batch, train=False)
+    assert plain < fused  # the smoothed loss of an untrained model is larger than the plain one
+
+
+def test_trainer_refuses_what_breaks_its_contract():
+    task = TranslationTask(random_examples(5))
+    with pytest.raises(TypeError, match="Task contract"):
+        Trainer(Transformer(TransformerConfig.preset("tiny", vocab_size=20)), random_examples(5))
+    with pytest.raises(ValueError, match="no integer d_model"):
+        Trainer(torch.nn.Linear(2, 2), task)

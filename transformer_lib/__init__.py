@@ -47,11 +47,22 @@ from transformer_lib.model import (
     count_parameters,
     parameter_breakdown,
 )
-from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, Tokenizer
+from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from transformer_lib.tasks import Task, TranslationTask
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_checkpoint, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """Import the tokenizer (and SentencePiece) only when it is first used."""
+    if name == "Tokenizer":
+        from transformer_lib.tokenizer import Tokenizer
+
+        return Tokenizer
+    raise AttributeError(f"module 'transformer_lib' has no attribute {name!r}")
+
 
 __all__ = [
     "BOS_ID",
@@ -76,6 +87,7 @@ __all__ = [
     "MissingFile",
     "MultiHeadAttention",
     "SinusoidalPositionalEncoding",
+    "Task",
     "TokenEmbedding",
     "Tokenizer",
     "TrainConfig",
@@ -83,6 +95,7 @@ __all__ = [
     "Transformer",
     "TransformerConfig",
     "TransformerLibError",
+    "TranslationTask",
     "apply_rotary",
     "beam_search",
     "causal_mask",

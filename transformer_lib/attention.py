@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.errors import InvalidType, InvalidValue
-from transformer_lib.tokenizer import PAD_ID
+from transformer_lib.special_tokens import PAD_ID
 
 
 def padding_mask(tokens: Tensor, pad_id: int = PAD_ID) -> Tensor:

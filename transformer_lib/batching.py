@@ -11,12 +11,16 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
 from transformer_lib.errors import InvalidValue
-from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
+
+if TYPE_CHECKING:  # the tokenizer needs SentencePiece, which batching itself does not
+    from transformer_lib.tokenizer import Tokenizer
 
 
 @dataclass

@@ -25,13 +25,16 @@ from pathlib import Path
 
 import torch
 import yaml
+from tqdm import tqdm
 
+from transformer_lib import distributed
 from transformer_lib.batching import encode_pairs, pad_ids
 from transformer_lib.data import SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.tasks import TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import (
     TrainConfig,
@@ -56,6 +59,14 @@ class DataConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    """What a training batch is and what its loss is: the :class:`TranslationTask`'s settings."""
+
+    max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
+    label_smoothing: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
 class DecodeConfig:
     beam_size: int = 4  # 1: greedy
     alpha: float = 0.6  # length penalty
@@ -77,6 +88,7 @@ class EvalConfig:
 SECTIONS = {
     "data": DataConfig,
     "model": None,
+    "task": TaskConfig,
     "training": TrainConfig,
     "decoding": DecodeConfig,
     "evaluation": EvalConfig,
@@ -165,12 +177,21 @@ def environment(device: torch.device) -> dict:
 
 
 def translate_sentences(
-    model: Transformer, tokenizer: Tokenizer, sentences: Sequence[str], decoding: DecodeConfig, device: torch.device
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    decoding: DecodeConfig,
+    device: torch.device,
+    progress: bool = False,
 ) -> list[str]:
-    """Translate plain sentences, in batches of similar length, keeping their order."""
+    """Translate plain sentences, in batches of similar length, keeping their order.
+
+    ``progress`` shows a bar of sentences translated (on standard error).
+    """
     model.eval()
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     out: list[str] = [""] * len(sentences)
+    bar = tqdm(total=len(sentences), desc="translate", unit="sent", disable=not progress, mininterval=1.0)
     for start in range(0, len(order), decoding.batch_size):
         chunk = order[start : start + decoding.batch_size]
         ids = tokenizer.encode_batch([sentences[i] for i in chunk], eos=True)
@@ -181,15 +202,19 @@ def translate_sentences(
             hyps = beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
         for i, hyp in zip(chunk, hyps, strict=True):
             out[i] = tokenizer.decode(hyp)
+        bar.update(len(chunk))
+    bar.close()
     return out
 
 
-def evaluate_split(model, tokenizer, meta: dict, split: str, decoding: DecodeConfig, device, limit=None) -> dict:
+def evaluate_split(
+    model, tokenizer, meta: dict, split: str, decoding: DecodeConfig, device, limit=None, progress: bool = False
+) -> dict:
     """BLEU of the model on one split; returns the scores and the hypotheses."""
     sources = load_multi30k(split, meta["src"])[:limit]
     references = load_multi30k(split, meta["tgt"])[:limit]
     start = time.perf_counter()
-    hypotheses = translate_sentences(model, tokenizer, sources, decoding, device)
+    hypotheses = translate_sentences(model, tokenizer, sources, decoding, device, progress)
     return {
         "split": split,
         "sentences": len(sources),
@@ -223,35 +248,51 @@ def _log(run_dir: Path, message: str) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> None:
+    """Train from a config; under torchrun, one of several processes (only the main one writes)."""
     config = load_config(args.config)
-    device = _device(args.device)
+    device = distributed.init(_device(args.device))
+    main = distributed.rank() == 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")))
     data: DataConfig = config["data"]
     seed_everything(config["training"].seed)
-    env = environment(device)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_config(config), sort_keys=False))
-    (run_dir / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+    env = {**environment(device), "processes": distributed.world_size()}
     start = time.perf_counter()
-    _log(run_dir, f"run {run_dir} on {env['device']}, torch {env['torch']}, commit {env['git_commit'][:12]}")
-
     train_pairs = load_pairs("train", data.src, data.tgt)[: data.train_limit]
-    tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
-    tokenizer.save(run_dir / "tokenizer.model")
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(resolved_config(config), sort_keys=False))
+        (run_dir / "environment.json").write_text(json.dumps(env, indent=2) + "\n")
+        _log(
+            run_dir,
+            f"run {run_dir} on {env['device']} x {env['processes']}, torch {env['torch']}, "
+            f"commit {env['git_commit'][:12]}",
+        )
+        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
+        tokenizer.save(run_dir / "tokenizer.model")
+    distributed.barrier()  # the other processes read the main one's tokenizer
+    if not main:
+        tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
     train = encode_pairs(train_pairs, tokenizer)
     val = encode_pairs(load_pairs("val", data.src, data.tgt), tokenizer)
+    task_config: TaskConfig = config["task"]
+    task = TranslationTask(train, val, task_config.max_tokens, task_config.label_smoothing, config["training"].seed)
     model = Transformer(config["model"])
     n_params = sum(p.numel() for p in model.parameters())
-    _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
+    if main:
+        _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
-    trainer = Trainer(model, train, val, config["training"], run_dir=run_dir, device=device)
+    trainer = Trainer(model, task, config["training"], run_dir=run_dir, device=device)
     trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), "meta": {"src": data.src, "tgt": data.tgt}}
     if args.resume:
         trainer.load_state(load_checkpoint(run_dir / "checkpoint.pt", map_location=device))
-        _log(run_dir, f"resumed at step {trainer.step}")
+        if main:
+            _log(run_dir, f"resumed at step {trainer.step}")
     trainer.train()
     train_seconds = time.perf_counter() - start
+    distributed.finish()
+    if not main:
+        return  # the main process evaluates and writes the scores
     _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s")
 
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
@@ -290,7 +331,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     device = _device(args.device)
     model, tokenizer, meta = load_model(args.checkpoint, device)
     decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
-    result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit)
+    result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit, progress=True)
     hypotheses = result.pop("hypotheses")
     if args.output:
         Path(args.output).write_text("\n".join(hypotheses) + "\n")
@@ -302,7 +343,7 @@ def cmd_translate(args: argparse.Namespace) -> None:
     model, tokenizer, _ = load_model(args.checkpoint, device)
     decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
     sentences = [line.strip() for line in sys.stdin]
-    for line in translate_sentences(model, tokenizer, sentences, decoding, device):
+    for line in translate_sentences(model, tokenizer, sentences, decoding, device, progress=sys.stderr.isatty()):
         print(line)
 
 
@@ -316,9 +357,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, helptext in (("evaluate", "BLEU on a Multi30k split"), ("translate", "translate stdin to stdout")):
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--checkpoint", required=True)
-        p.add_argument("--beam", type=int, default=4, help="beam size (1: greedy)")
-        p.add_argument("--alpha", type=float, default=0.6, help="length penalty")
-        p.add_argument("--batch-size", type=int, default=128)
+        defaults = DecodeConfig()  # one source for the defaults: the config's
+        p.add_argument("--beam", type=int, default=defaults.beam_size, help="beam size (1: greedy)")
+        p.add_argument("--alpha", type=float, default=defaults.alpha, help="length penalty")
+        p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="sentences decoded together")
         if name == "evaluate":
             p.add_argument("--split", default="test_2016_flickr", choices=list(SPLITS))
             p.add_argument("--limit", type=int, help="only the first N sentences")

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from transformer_lib.errors import InvalidValue
 from transformer_lib.model import Transformer
-from transformer_lib.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 NEVER_GENERATED = [PAD_ID, BOS_ID]  # the decoder may output any other token, <unk> included
 
@@ -35,7 +35,7 @@ def _length_limits(src: Tensor, pad_id: int, max_extra: int) -> Tensor:
 def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cache: bool = True) -> list[list[int]]:
     """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
     memory, src_mask = model.encode(src)
-    limits = _length_limits(src, model.config.pad_id, max_extra)
+    limits = _length_limits(src, PAD_ID, max_extra)
     tokens = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     cache = model.new_cache() if use_cache else None
@@ -78,7 +78,7 @@ def beam_search(
     batch, k = src.shape[0], beam_size
     memory, src_mask = model.encode(src)
     memory, src_mask = memory.repeat_interleave(k, dim=0), src_mask.repeat_interleave(k, dim=0)
-    limits = _length_limits(src, model.config.pad_id, max_extra).repeat_interleave(k)  # (batch * k,)
+    limits = _length_limits(src, PAD_ID, max_extra).repeat_interleave(k)  # (batch * k,)
     device = src.device
     tokens = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, k), float("-inf"), device=device)

@@ -11,7 +11,7 @@ from transformer_lib.attention import causal_mask, padding_mask
 from transformer_lib.embeddings import LearnedPositionalEncoding, SinusoidalPositionalEncoding, TokenEmbedding
 from transformer_lib.errors import InvalidValue
 from transformer_lib.layers import ACTIVATIONS, Decoder, Encoder
-from transformer_lib.tokenizer import PAD_ID
+from transformer_lib.special_tokens import PAD_ID
 
 # Sizes of the paper's Table 3 (base, big) and of the book's CPU lessons (small, tiny).
 PRESETS: dict[str, dict] = {
@@ -28,6 +28,7 @@ class TransformerConfig:
 
     ``tie_embeddings`` shares one matrix between the source embedding, the target embedding and
     the output projection (section 3.4), which needs one vocabulary for both languages.
+    Padding is always ``PAD_ID`` (the tokenizer's, one source of truth for every module).
     """
 
     vocab_size: int
@@ -42,7 +43,6 @@ class TransformerConfig:
     activation: str = "relu"
     positional: str = "sinusoidal"  # or "learned"
     tie_embeddings: bool = True
-    pad_id: int = PAD_ID
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
@@ -60,8 +60,6 @@ class TransformerConfig:
             raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
         if self.positional not in ("sinusoidal", "learned"):
             raise InvalidValue(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
-        if not 0 <= self.pad_id < self.vocab_size:
-            raise InvalidValue(f"pad_id={self.pad_id} must be an id of the vocabulary [0, {self.vocab_size})")
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **overrides) -> TransformerConfig:
@@ -99,6 +97,7 @@ class Transformer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = c = config
+        self.d_model = c.d_model  # what the Trainer's warm-up schedule scales with
         self.src_embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(c.vocab_size, c.d_model)
         positional = SinusoidalPositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEncoding
@@ -130,7 +129,7 @@ class Transformer(nn.Module):
         """(batch, src_len) ids -> memory (batch, src_len, d_model) and its padding mask (batch, 1, 1, src_len)."""
         if src.dim() != 2:
             raise InvalidValue(f"src must be (batch, src_len) token ids, got shape {tuple(src.shape)}")
-        src_mask = padding_mask(src, self.config.pad_id)
+        src_mask = padding_mask(src, PAD_ID)
         memory = self.encoder(self.positional(self.src_embed(src)), src_mask)
         return memory, src_mask
 
@@ -150,7 +149,7 @@ class Transformer(nn.Module):
         past = cache.length if cache is not None else 0
         tgt_mask = causal_mask(past + tgt.shape[1], tgt.device)[:, :, past:]  # (1, 1, tgt_len, past + tgt_len)
         if cache is None:
-            tgt_mask = tgt_mask & padding_mask(tgt, self.config.pad_id)
+            tgt_mask = tgt_mask & padding_mask(tgt, PAD_ID)
         x = self.positional(self.tgt_embed(tgt), offset=past)
         hidden = self.decoder(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers)
         if cache is not None:

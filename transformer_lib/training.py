@@ -9,6 +9,7 @@ a CSV log, and checkpoints from which a run resumes exactly.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import math
@@ -22,14 +23,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from transformer_lib.batching import Batch, collate, token_batches
-from transformer_lib.errors import InvalidValue, MissingFile
-from transformer_lib.model import Transformer
-from transformer_lib.tokenizer import PAD_ID
+from transformer_lib import distributed
+from transformer_lib.errors import InvalidType, InvalidValue, MissingFile
+from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.tasks import Task
 
 
 def label_smoothed_cross_entropy(
@@ -58,9 +59,12 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """How to train. Defaults follow the paper where it applies to a small corpus."""
+    """How to train, whatever the model. Defaults follow the paper where it applies to a small corpus.
 
-    max_tokens: int = 4096  # token slots per batch, padding included (the paper: ~25,000 a side)
+    What a batch is and how the loss is computed (the batch budget, label smoothing) belong to
+    the task (:mod:`transformer_lib.tasks`).
+    """
+
     epochs: int = 10
     max_steps: int | None = None  # stop earlier than ``epochs`` if set
     lr_factor: float = 1.0  # multiplies the paper's schedule
@@ -68,9 +72,8 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
-    label_smoothing: float = 0.1
     clip_grad: float | None = 1.0
-    grad_accum: int = 1  # batches per optimizer step
+    grad_accum: int = 1  # batches per optimizer step (per process, when there are several)
     bf16: bool = False  # bf16 autocast; only on CUDA, a no-op on CPU
     compile: bool = False  # torch.compile the model; only on CUDA, a no-op on CPU
     eval_every: int = 0  # steps between validations; 0: at the end of each epoch
@@ -82,66 +85,76 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.keep_last, int) or self.keep_last < 0:
             raise InvalidValue(f"keep_last must be a non-negative integer, got {self.keep_last!r}")
-        for name in ("max_tokens", "epochs", "warmup", "grad_accum"):
+        for name in ("epochs", "warmup", "grad_accum"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise InvalidValue(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         if self.max_steps is not None and self.max_steps < 1:
             raise InvalidValue(f"max_steps must be a positive integer or None, got {self.max_steps!r}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise InvalidValue(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
         if self.lr_factor <= 0:
             raise InvalidValue(f"lr_factor must be positive, got {self.lr_factor!r}")
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise InvalidValue(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
-Example = tuple[list[int], list[int]]
-
-
 class Trainer:
-    """Trains a :class:`Transformer` on encoded sentence pairs; see :class:`TrainConfig`.
+    """Trains any model on any :class:`~transformer_lib.tasks.Task`; see :class:`TrainConfig`.
 
-    ``history`` holds one record per optimizer step (loss, learning rate, tokens) and one per
-    validation; with a ``run_dir`` they also go to ``metrics.csv`` there, and checkpoints to
-    ``checkpoint.pt``.
+    The model only has to be an ``nn.Module`` with a ``d_model`` attribute (the warm-up schedule
+    scales with it); the task says what a batch is and what the loss is. ``history`` holds one
+    record per optimizer step (loss, learning rate, items) and one per validation; with a
+    ``run_dir`` they also go to ``metrics.csv`` there, and checkpoints to ``checkpoint.pt``.
+
+    Started by ``torchrun`` (see :mod:`transformer_lib.distributed`), each process trains on its
+    share of every step's batches: a step takes ``grad_accum`` batches per process, process ``r``
+    the batches ``r, r + N, ...`` of them, so N processes with ``grad_accum=1`` compute the same
+    update as one process with ``grad_accum=N``. Only the main process writes files.
     """
 
     def __init__(
         self,
-        model: Transformer,
-        train: Sequence[Example],
-        val: Sequence[Example] | None = None,
+        model: nn.Module,
+        task: Task,
         config: TrainConfig | None = None,
         run_dir: str | os.PathLike | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
+        if not isinstance(task, Task):
+            raise InvalidType(f"task must meet the Task contract (transformer_lib.tasks), got {type(task).__name__}")
+        d_model = getattr(model, "d_model", None)
+        if not isinstance(d_model, int):
+            raise InvalidValue(f"{type(model).__name__} has no integer d_model, which the warm-up schedule scales with")
         self.config = c = config or TrainConfig()
         self.device = torch.device(device)
         self.model = model.to(self.device)
-        self.train_examples, self.val_examples = train, val
+        self.task = task
         self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.rank, self.world = distributed.rank(), distributed.world_size()
         self.optimizer = torch.optim.Adam(
             model.parameters(), lr=1.0, betas=c.betas, eps=c.adam_eps, weight_decay=c.weight_decay
         )
-        d_model = model.config.d_model
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: noam_lr(step + 1, d_model, c.warmup, c.lr_factor)
         )
         on_gpu = self.device.type == "cuda"
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=c.bf16 and on_gpu)
-        self.run_model = torch.compile(model, dynamic=True) if c.compile and on_gpu else model
+        compile_ = (lambda m: torch.compile(m, dynamic=True)) if c.compile and on_gpu else (lambda m: m)
+        self.eval_model = compile_(model)  # validation: each process alone, no collective calls
+        if self.world > 1:  # averages the gradients of all processes in backward()
+            model = DistributedDataParallel(model, device_ids=[self.device] if on_gpu else None)
+        self.parallel_model = model
+        self.run_model = compile_(model) if self.world > 1 else self.eval_model
         self.step = self.epoch = self.batch_in_epoch = 0
         self.history: list[dict] = []
         self.extra_state: dict = {}  # entries every checkpoint carries besides the state (the CLI's tokenizer)
         torch.manual_seed(c.seed)
 
-    # -- the loop ----------------------------------------------------------------------------
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """The batches of one epoch: the same for the same seed and epoch, hence exact resumption."""
-        return token_batches(self.train_examples, self.config.max_tokens, shuffle=True, seed=self.config.seed + epoch)
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
 
+    # -- the loop ----------------------------------------------------------------------------
     def total_steps(self) -> int:
-        per_epoch = math.ceil(len(self.epoch_batches(0)) / self.config.grad_accum)
+        per_epoch = math.ceil(len(self.task.train_batches(0)) / (self.config.grad_accum * self.world))
         total = per_epoch * self.config.epochs
         return min(total, self.config.max_steps) if self.config.max_steps else total
 
@@ -149,23 +162,29 @@ class Trainer:
         """Train until ``epochs`` or ``max_steps``; continue from the current state if resumed."""
         c = self.config
         total = self.total_steps()
+        per_step = c.grad_accum * self.world
         bar = tqdm(
-            total=total, initial=self.step, desc="train", disable=not c.progress, dynamic_ncols=True, mininterval=1.0
+            total=total,
+            initial=self.step,
+            desc="train",
+            disable=not (c.progress and self.is_main),
+            dynamic_ncols=True,
+            mininterval=1.0,
         )
         while self.step < total:
-            batches = self.epoch_batches(self.epoch)
+            batches = self.task.train_batches(self.epoch)
             while self.batch_in_epoch < len(batches) and self.step < total:
-                group = batches[self.batch_in_epoch : self.batch_in_epoch + c.grad_accum]
+                group = batches[self.batch_in_epoch : self.batch_in_epoch + per_step]
                 start = time.perf_counter()
-                record = self.train_step([collate([self.train_examples[i] for i in b]) for b in group])
+                record = self.train_step(group[self.rank :: self.world] or group[:1], idle=not group[self.rank :])
                 self.batch_in_epoch += len(group)
-                record["tokens_per_s"] = record["tokens"] / (time.perf_counter() - start)
+                record["items_per_s"] = record["items"] / (time.perf_counter() - start)
                 self._log(record)
                 bar.update(1)
                 bar.set_postfix(
                     loss=f"{record['loss']:.3f}",
                     lr=f"{record['lr']:.2e}",
-                    tok_s=f"{record['tokens_per_s']:.0f}",
+                    items_s=f"{record['items_per_s']:.0f}",
                     refresh=False,  # the bar redraws at most every `mininterval` seconds
                 )
                 if c.eval_every and self.step % c.eval_every == 0:
@@ -185,46 +204,63 @@ class Trainer:
         self.save_checkpoint()
         return self.history
 
-    def train_step(self, batches: list[Batch]) -> dict:
-        """One optimizer step on ``batches`` (``grad_accum`` of them in ``train``): the loss is
-        summed over their target tokens and divided by their number; returns the step's record."""
+    def train_step(self, batches: Sequence[Sequence[int]], idle: bool = False) -> dict:
+        """One optimizer step on this process's ``batches`` (lists of example indices).
+
+        Gradients of the task's summed losses are accumulated, then divided by the items of the
+        whole step across processes, so the update is the same however the step's batches are
+        split. An ``idle`` process (the last step of an epoch can have fewer batches than
+        processes) runs one batch with weight 0: every process must take part in the averaging.
+        """
         self.model.train()
-        tokens = sum(b.n_tokens for b in batches)
-        loss_sum = 0.0
-        for batch in batches:
-            batch = batch.to(self.device)
-            with self.autocast:
-                logits = self.run_model(batch.src, batch.tgt_in)
-            loss = label_smoothed_cross_entropy(logits, batch.tgt_out, self.config.label_smoothing, reduction="sum")
-            (loss / tokens).backward()
-            loss_sum += loss.item()
-        if self.config.clip_grad:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip_grad)
+        loss_sum, items = 0.0, 0
+        for i, indices in enumerate(batches):
+            batch = self.task.make_batch(indices, train=True).to(self.device)
+            last = i == len(batches) - 1  # processes average their gradients once, at the last batch
+            with self._no_sync(not last):
+                with self.autocast:
+                    loss, count = self.task.loss(self.run_model, batch, train=True)
+                (loss * (0.0 if idle else 1.0)).backward()
+            if not idle:
+                loss_sum, items = loss_sum + loss.item(), items + count
+        loss_sum, total = distributed.sum_across([loss_sum, float(items)], self.device)
+        for p in self.model.parameters():  # DistributedDataParallel averaged over processes: undo, divide by items
+            if p.grad is not None:
+                p.grad.mul_(self.world / total)
+        max_norm = self.config.clip_grad or math.inf  # the norm before clipping is logged either way
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm).item()
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
-        return {"step": self.step, "epoch": self.epoch, "loss": loss_sum / tokens, "lr": lr, "tokens": tokens}
+        return {
+            "step": self.step,
+            "epoch": self.epoch,
+            "loss": loss_sum / total,
+            "lr": lr,
+            "grad_norm": grad_norm,
+            "items": int(total),
+        }
 
     @torch.no_grad()
     def validate(self, log: bool = True) -> dict | None:
-        """Mean cross-entropy per target token on the validation pairs (no smoothing), and perplexity.
+        """The task's validation loss per item (cross-entropy per token, for translation), and its exp.
 
+        With several processes, each scores its share of the batches and the sums are added.
         The record goes to ``history`` and metrics.csv unless ``log`` is False.
         """
-        if not self.val_examples:
+        batches = self.task.val_batches()
+        if not batches:
             return None
         self.model.eval()
         total, count = 0.0, 0
-        for indices in token_batches(self.val_examples, self.config.max_tokens, shuffle=False):
-            batch = collate([self.val_examples[i] for i in indices]).to(self.device)
+        for indices in batches[self.rank :: self.world]:
+            batch = self.task.make_batch(indices, train=False).to(self.device)
             with self.autocast:
-                logits = self.run_model(batch.src, batch.tgt_in)
-            total += F.cross_entropy(
-                logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID, reduction="sum"
-            ).item()
-            count += batch.n_tokens
+                loss, items = self.task.loss(self.eval_model, batch, train=False)
+            total, count = total + loss.item(), count + items
+        total, count = distributed.sum_across([total, float(count)], self.device)
         record = {"step": self.step, "epoch": self.epoch, "val_loss": total / count, "val_ppl": math.exp(total / count)}
         if log:
             self._log(record)
@@ -232,11 +268,11 @@ class Trainer:
 
     def _log(self, record: dict) -> None:
         self.history.append(record)
-        if self.run_dir is None:
+        if self.run_dir is None or not self.is_main:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / "metrics.csv"
-        fields = ["step", "epoch", "loss", "lr", "tokens", "tokens_per_s", "val_loss", "val_ppl"]
+        fields = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]
         new = not path.exists()
         with open(path, "a", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=fields)
@@ -249,17 +285,12 @@ class Trainer:
         """Everything a resumed run needs: weights, optimizer, schedule, position, random states."""
         return {
             "model": self.model.state_dict(),
-            "model_config": dataclasses.asdict(self.model.config),
+            "model_config": _config_dict(self.model),
             "train_config": dataclasses.asdict(self.config),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "position": {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch},
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-                "python": random.getstate(),
-                "numpy": _numpy_state_to_list(np.random.get_state()),  # noqa: NPY002 -- the global state
-            },
+            "rng": distributed.gather(_rng_state()),  # one entry per process: each draws its own dropout
         }
 
     def save_checkpoint(self, path: str | os.PathLike | None = None, **extra) -> Path | None:
@@ -268,6 +299,9 @@ class Trainer:
         With ``keep_last`` set, the run folder also keeps the weights of the last ``keep_last``
         default checkpoints as ``weights-step<step>.pt``, which :func:`average_checkpoints` reads.
         """
+        state = {**self.state(), **self.extra_state, **extra}  # every process takes part in gathering it
+        if not self.is_main:
+            return None
         if path is None:
             if self.run_dir is None:
                 return None
@@ -279,7 +313,7 @@ class Trainer:
                 )
                 for old in kept_weights(self.run_dir)[: -self.config.keep_last]:
                     old.unlink()
-        return save_atomically({**self.state(), **self.extra_state, **extra}, path)
+        return save_atomically(state, path)
 
     def load_state(self, state: dict) -> None:
         """Continue from a checkpoint written by :meth:`save_checkpoint`."""
@@ -287,19 +321,44 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
-        rng = state["rng"]
-        torch.set_rng_state(rng["torch"])
-        if rng["cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        random.setstate(rng["python"])
-        name, keys, pos, has_gauss, cached = rng["numpy"]
-        np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
+        if len(state["rng"]) != self.world:
+            raise InvalidValue(
+                f"the checkpoint was written by {len(state['rng'])} process(es) and this run has {self.world}: "
+                "resume with the same number of processes"
+            )
+        _set_rng_state(state["rng"][self.rank])
+
+    def _no_sync(self, skip: bool):
+        """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""
+        if skip and isinstance(self.parallel_model, DistributedDataParallel):
+            return self.parallel_model.no_sync()
+        return contextlib.nullcontext()
 
 
-def _numpy_state_to_list(state: tuple) -> list:
-    """NumPy's RNG state with its array as a list, so that checkpoints load with weights_only=True."""
-    name, keys, pos, has_gauss, cached = state
-    return [name, keys.tolist(), pos, has_gauss, cached]
+def _config_dict(model: nn.Module) -> dict | None:
+    """The model's dataclass config as a dict (how ``load_model`` rebuilds it), or None."""
+    config = getattr(model, "config", None)
+    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None
+
+
+def _rng_state() -> dict:
+    """This process's random generators (dropout, shuffles), in a form weights_only=True loads."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()  # noqa: NPY002 -- the global state
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "python": random.getstate(),
+        "numpy": [name, keys.tolist(), pos, has_gauss, cached],
+    }
+
+
+def _set_rng_state(rng: dict) -> None:
+    torch.set_rng_state(rng["torch"])
+    if rng["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+    random.setstate(rng["python"])
+    name, keys, pos, has_gauss, cached = rng["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
 
 
 def save_atomically(obj: object, path: str | os.PathLike) -> Path:

@@ -28,10 +28,12 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lib.attention import causal_mask, keep_attention_weights
-from transformer_lib.batching import Batch, collate, encode_pairs, token_batches
+from transformer_lib.batching import encode_pairs
 from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
+from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.tasks import TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import TrainConfig, Trainer
 
@@ -47,6 +49,7 @@ class TorchTransformer(nn.Module):
     def __init__(self, config: TransformerConfig) -> None:
         super().__init__()
         self.config = config
+        self.d_model = config.d_model  # what the Trainer's warm-up schedule scales with
         ours = Transformer(config)
         self.embed, self.positional, self.generator = ours.src_embed, ours.positional, ours.generator  # tied
         self.stacks = torch_transformer(ours)  # our layers and weights in PyTorch's modules, built without dropout
@@ -56,8 +59,7 @@ class TorchTransformer(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size)."""
-        pad = self.config.pad_id
-        src_pad, tgt_pad = src == pad, tgt == pad  # True marks padding, nn.Transformer's convention
+        src_pad, tgt_pad = src == PAD_ID, tgt == PAD_ID  # True marks padding, nn.Transformer's convention
         hidden = self.stacks(
             self.positional(self.embed(src)),
             self.positional(self.embed(tgt)),
@@ -92,17 +94,23 @@ def peak_tflops(device: torch.device) -> float | None:
     return next((peak for fragment, peak in PEAK_BF16_TFLOPS.items() if fragment in name), None)
 
 
-def make_batches(vocab_size: int, max_tokens: int, count: int) -> tuple[list[Batch], int]:
-    """``count`` token batches of Multi30k de→en (a tokenizer trained on its training pairs)."""
+def make_batches(vocab_size: int, max_tokens: int, count: int) -> tuple[TranslationTask, list[list[int]], int]:
+    """The translation task of Multi30k de→en (a tokenizer trained on its training pairs), ``count``
+    of its token batches, and the vocabulary size."""
     pairs = load_pairs("train", "de", "en")
     tokenizer = Tokenizer.train([s for pair in pairs for s in pair], vocab_size=vocab_size)
-    examples = encode_pairs(pairs, tokenizer)
-    batches = [collate([examples[i] for i in b]) for b in token_batches(examples, max_tokens, seed=0)[:count]]
-    return batches, tokenizer.vocab_size
+    task = TranslationTask(encode_pairs(pairs, tokenizer), max_tokens=max_tokens)
+    return task, task.train_batches(0)[:count], tokenizer.vocab_size
 
 
 def run_variant(
-    model_name: str, variant: str, config: TransformerConfig, batches: Sequence[Batch], warmup: int, device
+    model_name: str,
+    variant: str,
+    config: TransformerConfig,
+    task: TranslationTask,
+    batches: Sequence[Sequence[int]],
+    warmup: int,
+    device,
 ) -> dict:
     """Train ``warmup`` + len(batches) steps of one model and variant with the :class:`Trainer`'s
     own step; time the last len(batches)."""
@@ -111,14 +119,14 @@ def run_variant(
     if "by-hand" in variant:
         keep_attention_weights(model)
     recipe = TrainConfig(bf16="bf16" in variant, compile="compile" in variant, progress=False)
-    trainer = Trainer(model, [], config=recipe, device=device)
+    trainer = Trainer(model, task, config=recipe, device=device)
     cuda = device.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
 
-    def step(batch: Batch) -> None:
-        trainer.train_step([batch])
+    def step(indices: Sequence[int]) -> None:
+        trainer.train_step([indices])
 
     for i in range(warmup):
         step(batches[i % len(batches)])
@@ -132,11 +140,12 @@ def run_variant(
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - start)
     seconds = sum(times)
-    flops = sum(training_flops(config, *b.src.shape, b.tgt_in.shape[1]) for b in batches)
+    made = [task.make_batch(indices, train=True) for indices in batches]
+    flops = sum(training_flops(config, *b.src.shape, b.tgt_in.shape[1]) for b in made)
     return {
         "model": model_name,
         "variant": variant,
-        "tokens_per_s": sum(b.n_tokens for b in batches) / seconds,
+        "tokens_per_s": sum(b.n_tokens for b in made) / seconds,
         "step_ms": 1000 * statistics.median(times),
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if cuda else None,
         "tflops": flops / seconds / 1e12,
@@ -156,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     peak = args.peak_tflops or peak_tflops(device)
-    batches, vocab_size = make_batches(args.vocab_size, args.max_tokens, args.steps)
+    task, batches, vocab_size = make_batches(args.vocab_size, args.max_tokens, args.steps)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"training steps on Multi30k de→en, {args.max_tokens} token slots a batch; torch {torch.__version__}; {name}")
     print(f"MFU against a dense bf16 peak of {peak} TFLOP/s\n" if peak else "no known peak: MFU not reported\n")
@@ -172,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 if model_name != "ours" and "by-hand" in variant:
                     continue
-                r = run_variant(model_name, variant, config, batches, args.warmup, device)
+                r = run_variant(model_name, variant, config, task, batches, args.warmup, device)
                 memory = f"{r['peak_mem_gb']:.2f}" if r["peak_mem_gb"] is not None else "-"
                 mfu = f"{100 * r['tflops'] / peak:.1f}%" if peak else "-"
                 print(

@@ -1,0 +1,89 @@
+"""Data-parallel training on the CPU (gloo): N processes compute what one process computes."""
+
+import csv
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from test_training import random_examples
+
+from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask
+from transformer_lib.training import load_checkpoint
+
+
+def train(run_dir, grad_accum, max_steps=None):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20, dropout=0.0))
+    task = TranslationTask(
+        random_examples(100), random_examples(20, seed=1), max_tokens=128
+    )  # 9 batches: one idle step
+    config = TrainConfig(epochs=3, warmup=5, grad_accum=grad_accum, max_steps=max_steps, progress=False)
+    trainer = Trainer(model, task, config, run_dir=run_dir)
+    trainer.train()
+    return trainer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(rank, world, port, run_dir):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        train(run_dir, grad_accum=1)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation(tmp_path):
+    one = train(tmp_path / "one", grad_accum=2)
+    mp.spawn(worker, args=(2, free_port(), str(tmp_path / "two")), nprocs=2)
+    two = load_checkpoint(tmp_path / "two" / "checkpoint.pt")
+    assert two["position"]["step"] == one.step > 10
+    worst = 0.0
+    for name, weight in one.model.state_dict().items():
+        if name.endswith("k_proj.bias"):
+            # A key bias adds the same q.b to every score of a query, which the softmax ignores: its
+            # true gradient is 0, its computed one rounding noise (~1e-10), and Adam (eps 1e-9) turns
+            # noise into steps of the learning rate's size. It changes no output, so it is skipped.
+            continue
+        worst = max(worst, (two["model"][name] - weight).abs().max().item())
+    # Summed in another order, gradients differ in their last bits, and Adam's division by
+    # sqrt(v) + 1e-9 enlarges that where a gradient is near 0: agreement to 1e-3 (weights ~0.1).
+    assert worst < 1e-3, worst
+    logged = list(csv.DictReader(open(tmp_path / "two" / "metrics.csv")))
+    steps_two = [r for r in logged if r["loss"]]
+    steps_one = [r for r in one.history if "loss" in r]
+    for key in ("loss", "grad_norm"):  # the same loss and the same gradient (before Adam) at every step
+        assert [float(r[key]) for r in steps_two] == pytest.approx([r[key] for r in steps_one], rel=1e-4), key
+    assert len(two["rng"]) == 2  # every process's random state, for an exact resume
+    # The validation loss is the same too: each process scores half the batches and they add up.
+    val_one = [r["val_loss"] for r in one.history if "val_loss" in r]
+    val_two = [float(r["val_loss"]) for r in logged if r["val_loss"]]
+    assert val_two == pytest.approx(val_one, rel=1e-4)
+
+
+def test_torchrun_trains_from_the_command_line(mirror, tmp_path):
+    """The README's command, on two CPU processes: one run folder, written by the main process."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parent.parent)}
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        "-m", "transformer_lib", "train", "--config", "smoke", "--run-dir", str(run_dir), "--device", "cpu",
+    ]  # fmt: skip
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    environment = (run_dir / "environment.json").read_text()
+    assert '"processes": 2' in environment
+    assert (run_dir / "scores.json").is_file() and (run_dir / "val.hyp.txt").is_file()
+    state = load_checkpoint(run_dir / "checkpoint.pt")
+    assert 0 < state["position"]["step"] <= 20 and len(state["rng"]) == 2

@@ -1,0 +1,83 @@
+"""Data-parallel training on several processes, as ``torchrun`` starts them (one per GPU or CPU).
+
+``torchrun --standalone --nproc_per_node=N -m transformer_lib train --config ...`` sets
+``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` for each process; :func:`init` joins them into one
+process group (NCCL on GPUs, gloo on CPUs). Every process holds a full copy of the model, trains
+on its share of each step's batches, and the gradients are averaged before every update
+(``DistributedDataParallel``), so all copies stay identical. A single process needs none of this:
+every helper here is then a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def is_distributed() -> bool:
+    """True inside a process group of more than one process."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's number, 0 for the main process (the one that writes files)."""
+    return dist.get_rank() if is_distributed() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def init(device: torch.device) -> torch.device:
+    """Join the process group torchrun describes (if any) and return this process's device.
+
+    On CUDA each process takes the GPU of its ``LOCAL_RANK``; on a CPU all share the CPU.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return device
+
+
+def finish() -> None:
+    """Leave the process group (at the end of a run)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def sum_across(values: list[float], device: torch.device) -> list[float]:
+    """Element-wise sums over all processes (the values themselves in a single process)."""
+    if not is_distributed():
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def gather(obj: object) -> list[object]:
+    """Every process's ``obj``, in rank order (``[obj]`` in a single process)."""
+    if not is_distributed():
+        return [obj]
+    out: list[object] = [None] * world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast(obj: object) -> object:
+    """The main process's ``obj``, in every process."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    """Wait until every process has reached this point."""
+    if is_distributed():
+        dist.barrier()

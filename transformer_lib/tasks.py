@@ -1,0 +1,103 @@
+"""What a model learns, separated from how it is trained: the :class:`Task` contract.
+
+The :class:`~transformer_lib.training.Trainer` runs the loop (optimizer, schedule, clipping,
+accumulation, autocast, compile, validation, logging, checkpoints, several processes) and knows
+nothing about what a batch holds or how a loss is computed: a task tells it. Translation is one
+task; a language model, a masked-language model or an image classifier is another, trained by
+the same loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lib.batching import Batch, collate, token_batches
+from transformer_lib.errors import InvalidValue
+from transformer_lib.special_tokens import PAD_ID
+
+
+@runtime_checkable
+class Task(Protocol):
+    """The contract between a training problem and the :class:`~transformer_lib.training.Trainer`.
+
+    Batches are lists of example indices, so that a run can resume exactly: ``train_batches(epoch)``
+    must return the same batches every time it is called with the same epoch. A batch object
+    (from :meth:`make_batch`) must have ``.to(device)``.
+    """
+
+    def train_batches(self, epoch: int) -> Sequence[Sequence[int]]:
+        """The batches of one training epoch, in the order they are used."""
+        ...
+
+    def val_batches(self) -> Sequence[Sequence[int]]:
+        """The validation batches (empty if there is no validation set)."""
+        ...
+
+    def make_batch(self, indices: Sequence[int], train: bool):
+        """The examples ``indices`` of the training (``train=True``) or validation set, as one batch."""
+        ...
+
+    def loss(self, model: nn.Module, batch, train: bool) -> tuple[Tensor, int]:
+        """The loss *summed* over the batch's items, and how many items it covers.
+
+        The trainer divides by the items of the whole step (all accumulated batches, all
+        processes), so every item weighs the same however the step was split. ``train=False``
+        is the validation loss (say, without label smoothing).
+        """
+        ...
+
+
+Example = tuple[list[int], list[int]]
+
+
+class TranslationTask:
+    """Sentence pairs (source ids ending in <eos>, bare target ids) for an encoder-decoder model.
+
+    Batches are cut under a budget of ``max_tokens`` token slots, sorted by length and shuffled
+    per epoch with ``seed + epoch`` (lesson 9). The training loss is cross-entropy with
+    ``label_smoothing``, through PyTorch's fused ``F.cross_entropy`` (equal to lesson 9's
+    :func:`~transformer_lib.training.label_smoothed_cross_entropy`, which the tests check); the
+    validation loss is plain cross-entropy. Items are target tokens, padding excluded.
+    """
+
+    def __init__(
+        self,
+        train: Sequence[Example],
+        val: Sequence[Example] | None = None,
+        max_tokens: int = 4096,
+        label_smoothing: float = 0.1,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise InvalidValue(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise InvalidValue(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        if not train:
+            raise InvalidValue("the training set is empty: there is nothing to train on")
+        self.train, self.val = train, val or []
+        self.max_tokens, self.label_smoothing, self.seed = max_tokens, label_smoothing, seed
+
+    def train_batches(self, epoch: int) -> list[list[int]]:
+        return token_batches(self.train, self.max_tokens, shuffle=True, seed=self.seed + epoch)
+
+    def val_batches(self) -> list[list[int]]:
+        return token_batches(self.val, self.max_tokens, shuffle=False) if self.val else []
+
+    def make_batch(self, indices: Sequence[int], train: bool) -> Batch:
+        examples = self.train if train else self.val
+        return collate([examples[i] for i in indices])
+
+    def loss(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, int]:
+        logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
+        loss = F.cross_entropy(
+            logits.float().flatten(0, 1),
+            batch.tgt_out.flatten(),
+            ignore_index=PAD_ID,
+            label_smoothing=self.label_smoothing if train else 0.0,
+            reduction="sum",
+        )
+        return loss, batch.n_tokens
