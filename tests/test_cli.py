@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from transformer_lib.cli import load_config, main
+from transformer_lib.cli import main
+from transformer_lib.config import load_config
 
 
 def run(*args, stdin=None):

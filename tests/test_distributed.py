@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 from test_training import random_examples
 
 from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask
-from transformer_lib.training import load_checkpoint
+from transformer_lib.checkpoint import load_checkpoint
 
 
 def train(run_dir, grad_accum, max_steps=None):

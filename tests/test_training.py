@@ -8,16 +8,9 @@ import torch.nn.functional as F
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
+from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint
 from transformer_lib.tasks import TranslationTask
-from transformer_lib.training import (
-    TrainConfig,
-    Trainer,
-    average_checkpoints,
-    kept_weights,
-    label_smoothed_cross_entropy,
-    load_checkpoint,
-    noam_lr,
-)
+from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
 
 
 def random_examples(n, seed=0, vocab=20):

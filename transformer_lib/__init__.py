@@ -27,6 +27,7 @@ from transformer_lib.batching import (
     padding_fraction,
     token_batches,
 )
+from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.embeddings import (
@@ -49,7 +50,7 @@ from transformer_lib.model import (
 )
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from transformer_lib.tasks import Task, TranslationTask
-from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, load_checkpoint, noam_lr
+from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
 
 __version__ = "0.1.0"
@@ -97,6 +98,7 @@ __all__ = [
     "TransformerLibError",
     "TranslationTask",
     "apply_rotary",
+    "average_checkpoints",
     "beam_search",
     "causal_mask",
     "collate",

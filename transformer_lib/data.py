@@ -18,12 +18,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from transformer_lib.errors import InvalidValue, TransformerLibError
+from transformer_lib.files import atomic_path
 
 BASE_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw"
 LOCAL_DIR_ENV = "MULTI30K_DIR"
@@ -112,22 +112,18 @@ def _download(url: str, dest: Path, name: str) -> None:
     A failed download leaves nothing behind: no partial file, and no folder it had to create.
     """
     created = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=dest.parent)
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-            for block in iter(lambda: response.read(1 << 20), b""):
-                out.write(block)
-        _verify(Path(tmp), name, f"the download from {url} was damaged; try again")
-        os.replace(tmp, dest)
+        with atomic_path(dest) as tmp:
+            with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    out.write(block)
+            _verify(tmp, name, f"the download from {url} was damaged; try again")
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         raise DataError(
             f"could not download {url} ({exc}). Check your internet connection, or put the "
             f"Multi30k .gz files in a folder and set {LOCAL_DIR_ENV} to that folder."
         ) from None  # the message says it all: no chained traceback of urllib's internals
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
         for folder in created:  # innermost first; only folders this call made, and only if empty
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()

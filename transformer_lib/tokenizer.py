@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
 
 from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.files import write_bytes
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 
@@ -95,16 +95,7 @@ class Tokenizer:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model file atomically (a temporary file in the same folder, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(self._proto)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        write_bytes(path, self._proto)
 
     def to_bytes(self) -> bytes:
         """The serialized SentencePiece model: ``Tokenizer(tokenizer.to_bytes())`` is a copy."""

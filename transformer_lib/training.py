@@ -15,7 +15,6 @@ import dataclasses
 import math
 import os
 import random
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,8 +26,8 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from transformer_lib import distributed
-from transformer_lib.errors import InvalidType, InvalidValue, MissingFile
+from transformer_lib import checkpoint, distributed
+from transformer_lib.errors import InvalidType, InvalidValue
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import Task
 
@@ -305,15 +304,15 @@ class Trainer:
         if path is None:
             if self.run_dir is None:
                 return None
-            path = self.run_dir / "checkpoint.pt"
+            path = self.run_dir / checkpoint.CHECKPOINT
             if self.config.keep_last:
-                save_atomically(
+                checkpoint.save(
                     {"model": self.model.state_dict(), "step": self.step},
-                    self.run_dir / f"weights-step{self.step:07d}.pt",
+                    checkpoint.weights_path(self.run_dir, self.step),
                 )
-                for old in kept_weights(self.run_dir)[: -self.config.keep_last]:
+                for old in checkpoint.kept_weights(self.run_dir)[: -self.config.keep_last]:
                     old.unlink()
-        return save_atomically(state, path)
+        return checkpoint.save(state, path)
 
     def load_state(self, state: dict) -> None:
         """Continue from a checkpoint written by :meth:`save_checkpoint`."""
@@ -359,52 +358,3 @@ def _set_rng_state(rng: dict) -> None:
     random.setstate(rng["python"])
     name, keys, pos, has_gauss, cached = rng["numpy"]
     np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002
-
-
-def save_atomically(obj: object, path: str | os.PathLike) -> Path:
-    """torch.save to a temporary file in the same folder, then rename: never a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
-
-
-def kept_weights(run_dir: str | os.PathLike) -> list[Path]:
-    """The ``weights-step*.pt`` files of a run folder, oldest first."""
-    return sorted(Path(run_dir).glob("weights-step*.pt"))
-
-
-def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]:
-    """The element-wise mean of the model weights in ``paths`` (the paper averages the last 5 or 20).
-
-    Averaging the last checkpoints of a run smooths the noise of the final updates; it is
-    cheaper than an ensemble and usually gains a little BLEU. Integer buffers are taken from the
-    last checkpoint.
-    """
-    if not paths:
-        raise InvalidValue("no checkpoints to average: train with keep_last > 0 to keep some")
-    states = [load_checkpoint(p)["model"] for p in paths]
-    if any(state.keys() != states[0].keys() for state in states):
-        raise InvalidValue("the checkpoints hold different parameters: they must come from the same model")
-    averaged = {}
-    for name, last in states[-1].items():
-        if last.is_floating_point():
-            averaged[name] = (sum(state[name].double() for state in states) / len(states)).to(last.dtype)
-        else:
-            averaged[name] = last
-    return averaged
-
-
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint (tensors and plain Python values only: ``weights_only=True``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise MissingFile(f"no checkpoint at {path}; train a model first (python -m transformer_lib train ...)")
-    return torch.load(path, map_location=map_location, weights_only=True)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import os
+import platform
 import random
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -38,3 +42,26 @@ def setup(seed: int = 0, threads: int | None = 2) -> torch.device:
         torch.set_num_threads(threads)
     seed_everything(seed)
     return pick_device()
+
+
+def environment(device: torch.device) -> dict:
+    """What a result depends on: versions, device and the git commit of the code."""
+    repo = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        try:
+            out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=10)
+            return out.stdout.strip() if out.returncode == 0 else "unknown"
+        except (OSError, subprocess.SubprocessError):
+            return "unknown"
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
+        "cpu_threads": torch.get_num_threads(),
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_dirty": git("status", "--porcelain", "--untracked-files=no") not in ("", "unknown"),
+        "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }

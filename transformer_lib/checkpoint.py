@@ -1,0 +1,72 @@
+"""Checkpoints: one format, written atomically, read safely, averaged (lessons 9 and 10).
+
+A run folder holds ``checkpoint.pt``, everything a resumed run needs (written by
+:meth:`~transformer_lib.training.Trainer.save_checkpoint`: ``model``, ``model_config``,
+``train_config``, ``optimizer``, ``scheduler``, ``position``, ``rng`` with one entry per process,
+and, from the command line, ``tokenizer`` and ``meta``); with ``keep_last`` also the weights of
+the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which
+:func:`average_checkpoints` averages into ``checkpoint_averaged.pt``. Files hold only tensors and
+plain Python values, so :func:`load_checkpoint` reads them with ``weights_only=True``, which never
+runs code from the file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.files import atomic_path
+
+CHECKPOINT = "checkpoint.pt"  # a run folder's latest full checkpoint
+AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the tokenizer
+
+
+def save(obj: object, path: str | os.PathLike) -> Path:
+    """``torch.save`` to a temporary file in the same folder, then rename: never a half-written file."""
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+    return Path(path)
+
+
+def weights_path(run_dir: str | os.PathLike, step: int) -> Path:
+    """Where a run keeps the weights of one step for averaging (``weights-step0000100.pt``)."""
+    return Path(run_dir) / f"weights-step{step:07d}.pt"
+
+
+def kept_weights(run_dir: str | os.PathLike) -> list[Path]:
+    """The ``weights-step*.pt`` files of a run folder, oldest first."""
+    return sorted(Path(run_dir).glob("weights-step*.pt"))
+
+
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]:
+    """The element-wise mean of the model weights in ``paths`` (the paper averages the last 5 or 20).
+
+    Averaging the last checkpoints of a run smooths the noise of the final updates; it is
+    cheaper than an ensemble and usually gains a little BLEU. Integer buffers are taken from the
+    last checkpoint.
+    """
+    if not paths:
+        raise InvalidValue("no checkpoints to average: train with keep_last > 0 to keep some")
+    states = [load_checkpoint(p)["model"] for p in paths]
+    if any(state.keys() != states[0].keys() for state in states):
+        raise InvalidValue("the checkpoints hold different parameters: they must come from the same model")
+    averaged = {}
+    for name, last in states[-1].items():
+        if last.is_floating_point():
+            averaged[name] = (sum(state[name].double() for state in states) / len(states)).to(last.dtype)
+        else:
+            averaged[name] = last
+    return averaged
+
+
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Read a checkpoint (tensors and plain Python values only: ``weights_only=True``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFile(f"no checkpoint at {path}; train a model first (python -m transformer_lib train ...)")
+    return torch.load(path, map_location=map_location, weights_only=True)

@@ -1,0 +1,137 @@
+"""A training run's configuration: six sections of YAML, each a dataclass, checked before anything runs.
+
+    data:       DataConfig     languages, vocabulary
+    model:      a preset name and any field of TransformerConfig
+    task:       TaskConfig     the token budget of a batch, label smoothing
+    training:   TrainConfig    the loop: epochs, schedule, accumulation, checkpoints
+    decoding:   DecodeConfig   beam size, length penalty
+    evaluation: EvalConfig     splits to score, checkpoint averaging
+
+Every default lives in its dataclass (the command line's flags take theirs from here), and
+:func:`resolved_config` writes a config with all of them filled in, so that a run folder's
+``config.yaml`` repeats the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import yaml
+
+from transformer_lib.data import SPLITS
+from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.model import TransformerConfig
+from transformer_lib.training import TrainConfig
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    """Which corpus and vocabulary: Multi30k's ``src`` to ``tgt``, one SentencePiece model for both."""
+
+    src: str = "de"
+    tgt: str = "en"
+    vocab_size: int = 8000
+    tokenizer: str = "bpe"  # or "unigram"
+    train_limit: int | None = None  # use only the first N training pairs (smoke tests)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskConfig:
+    """What a training batch is and what its loss is: the :class:`TranslationTask`'s settings."""
+
+    max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
+    label_smoothing: float = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+    """How to translate: beam search (or greedy) and its limits. The command line's defaults too."""
+
+    beam_size: int = 4  # 1: greedy
+    alpha: float = 0.6  # length penalty
+    max_extra: int = 50  # output length limit: source length + max_extra
+    batch_size: int = 128  # sentences decoded together
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1 or self.batch_size < 1 or self.max_extra < 1:
+            raise InvalidValue("decoding: beam_size, batch_size and max_extra must be positive integers")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+    """What to score at the end of a run."""
+
+    splits: tuple[str, ...] = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+    limit: int | None = None  # evaluate only the first N sentences of each split
+    average_last: int = 0  # evaluate the mean of the last N kept checkpoints (needs training.keep_last >= N)
+
+
+SECTIONS = {
+    "data": DataConfig,
+    "model": None,
+    "task": TaskConfig,
+    "training": TrainConfig,
+    "decoding": DecodeConfig,
+    "evaluation": EvalConfig,
+}
+
+
+def _build(cls: type, section: str, values: dict):
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise InvalidValue(f"unknown key(s) {unknown} in section '{section}'; allowed: {sorted(fields)}")
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise InvalidValue(f"section '{section}': {exc}") from exc
+
+
+def load_config(name_or_path: str) -> dict:
+    """Read a YAML run config (a path, or the name of one in transformer_lib/configs) and check it."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        path = CONFIG_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise MissingFile(f"no config file {name_or_path!r}; give a path or one of {known}")
+    raw = yaml.safe_load(path.read_text()) or {}
+    unknown = sorted(set(raw) - set(SECTIONS))
+    if unknown:
+        raise InvalidValue(f"unknown section(s) {unknown} in {path}; allowed: {list(SECTIONS)}")
+    config = {"name": path.stem, "raw": raw}
+    for section, cls in SECTIONS.items():
+        if cls is not None:
+            config[section] = _build(cls, section, raw.get(section) or {})
+    data = config["data"]
+    model = dict(raw.get("model") or {})
+    preset = model.pop("preset", "base")
+    allowed = {f.name for f in dataclasses.fields(TransformerConfig)} - {"vocab_size"}
+    unknown = sorted(set(model) - allowed)
+    if unknown:
+        raise InvalidValue(f"unknown key(s) {unknown} in section 'model'; allowed: preset and {sorted(allowed)}")
+    config["model"] = TransformerConfig.preset(preset, vocab_size=data.vocab_size, **model)
+    if config["evaluation"].average_last > config["training"].keep_last:
+        raise InvalidValue(
+            f"evaluation.average_last={config['evaluation'].average_last} needs training.keep_last >= it, "
+            f"got keep_last={config['training'].keep_last}"
+        )
+    for split in config["evaluation"].splits:
+        if split not in SPLITS:
+            raise InvalidValue(f"evaluation: unknown split {split!r}; choose from {list(SPLITS)}")
+    return config
+
+
+def resolved_config(config: dict) -> dict:
+    """The config with every default filled in, as YAML-ready values: ``train --config`` on it repeats the run."""
+
+    def plain(obj) -> dict:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(obj).items()}
+
+    out = {section: plain(config[section]) for section in SECTIONS}
+    out["model"].pop("vocab_size")  # set by data.vocab_size
+    return out

@@ -1,0 +1,81 @@
+"""Translating and scoring with a trained model: usable from Python as from the command line."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from transformer_lib.batching import pad_ids
+from transformer_lib.checkpoint import load_checkpoint
+from transformer_lib.config import DecodeConfig
+from transformer_lib.data import load_multi30k
+from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.errors import InvalidValue
+from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.tokenizer import Tokenizer
+
+
+def translate_sentences(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    decoding: DecodeConfig,
+    device: torch.device,
+    progress: bool = False,
+) -> list[str]:
+    """Translate plain sentences, in batches of similar length, keeping their order.
+
+    ``progress`` shows a bar of sentences translated (on standard error).
+    """
+    model.eval()
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    out: list[str] = [""] * len(sentences)
+    bar = tqdm(total=len(sentences), desc="translate", unit="sent", disable=not progress, mininterval=1.0)
+    for start in range(0, len(order), decoding.batch_size):
+        chunk = order[start : start + decoding.batch_size]
+        ids = tokenizer.encode_batch([sentences[i] for i in chunk], eos=True)
+        src = pad_ids(ids).to(device)
+        if decoding.beam_size == 1:
+            hyps = greedy_decode(model, src, decoding.max_extra)
+        else:
+            hyps = beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
+        for i, hyp in zip(chunk, hyps, strict=True):
+            out[i] = tokenizer.decode(hyp)
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+def evaluate_split(
+    model, tokenizer, meta: dict, split: str, decoding: DecodeConfig, device, limit=None, progress: bool = False
+) -> dict:
+    """BLEU of the model on one split; returns the scores and the hypotheses."""
+    sources = load_multi30k(split, meta["src"])[:limit]
+    references = load_multi30k(split, meta["tgt"])[:limit]
+    start = time.perf_counter()
+    hypotheses = translate_sentences(model, tokenizer, sources, decoding, device, progress)
+    return {
+        "split": split,
+        "sentences": len(sources),
+        "bleu_tokenized_lowercase": round(tokenized_bleu(hypotheses, references), 2),
+        "sacrebleu_cased": round(sacrebleu_score(hypotheses, references), 2),
+        "decoding": dataclasses.asdict(decoding),
+        "seconds": round(time.perf_counter() - start, 1),
+        "hypotheses": hypotheses,
+    }
+
+
+def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, dict]:
+    """The model, tokenizer and run metadata stored in a checkpoint written by ``train``."""
+    state = load_checkpoint(checkpoint, map_location=device)
+    if "tokenizer" not in state:
+        raise InvalidValue(f"{checkpoint} has no tokenizer: it was not written by 'python -m transformer_lib train'")
+    model = Transformer(TransformerConfig(**state["model_config"])).to(device)
+    model.load_state_dict(state["model"])
+    return model.eval(), Tokenizer(state["tokenizer"]), state["meta"]
