@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transformer_lib import MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
+from transformer_lib import AttentionCache, MultiHeadAttention, causal_mask, padding_mask, scaled_dot_product_attention
 from transformer_lib.reference import torch_multihead_attention
 
 
@@ -152,3 +152,17 @@ def test_bad_inputs_are_clear_errors():
         mha(x, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
     with pytest.raises(ValueError, match=r"query must be \(batch, seq, d_model=8\)"):
         mha(torch.randn(2, 5, 6), x, x)
+
+
+@pytest.mark.parametrize("rotary", [False, True])
+def test_a_cache_fed_one_position_at_a_time_gives_full_causal_attention(rotary):
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4, rotary=rotary).eval()
+    x = torch.randn(2, 7, 32)  # (batch, seq, d_model)
+    full = mha(x, x, x, causal_mask(7))
+    cache = AttentionCache()
+    steps = [mha(x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], None, cache) for t in range(7)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache.length == 7 and cache.k.shape == (2, 4, 7, 8)  # (batch, heads, length, d_head)
+    cache.reorder(torch.tensor([1, 1]))
+    assert torch.equal(cache.k[0], cache.k[1])

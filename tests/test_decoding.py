@@ -8,10 +8,11 @@ from transformer_lib.decoding import beam_search, greedy_decode, length_penalty
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 
 
-@pytest.fixture(scope="module")
-def model():
+@pytest.fixture(scope="module", params=["sinusoidal", "learned", "rotary"])
+def model(request):
+    """Every test runs with each kind of positions: the cache must know where a step is."""
     torch.manual_seed(0)
-    return Transformer(TransformerConfig.preset("tiny", vocab_size=40)).eval()
+    return Transformer(TransformerConfig.preset("tiny", vocab_size=40, positional=request.param)).eval()
 
 
 @pytest.fixture(scope="module")

@@ -88,7 +88,7 @@ def test_positions_matter_for_the_model():
         ({"dropout": 1.5}, r"dropout must be in \[0, 1\)"),
         ({"n_layers": 0}, "n_layers must be a positive integer"),
         ({"activation": "tanh"}, "activation must be one of"),
-        ({"positional": "rope"}, "positional must be 'sinusoidal' or 'learned'"),
+        ({"positional": "rope"}, r"positional must be one of \['sinusoidal', 'learned', 'rotary'\]"),
     ],
 )
 def test_bad_config_values_are_clear_errors(overrides, message):
@@ -114,3 +114,18 @@ def test_bad_inputs_are_clear_errors():
         model(src[0], tgt)
     with pytest.raises(ValueError, match="beyond max_len=8"):
         Transformer(TransformerConfig.preset("tiny", vocab_size=50, max_len=8))(src, torch.ones(3, 9, dtype=torch.long))
+
+
+def test_rotary_positions_make_the_encoder_see_order_but_add_nothing_to_embeddings():
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=50, positional="rotary")).eval()
+    src = torch.tensor([[5, 6, 7, 8, 9, 2]])
+    x = model.src_embed(src)
+    assert torch.equal(model.positional(x), x)  # nothing added to the embeddings
+    memory, _ = model.encode(src)
+    permutation = torch.tensor([3, 1, 4, 0, 2, 5])
+    permuted, _ = model.encode(src[:, permutation])
+    # Without positions self-attention is permutation-equivariant (lesson 3); rotary breaks that.
+    assert not torch.allclose(permuted, memory[:, permutation], atol=1e-4)
+    assert all(layer.self_attn.rotary for layer in model.encoder.layers)
+    assert not any(layer.cross_attn.rotary for layer in model.decoder.layers)

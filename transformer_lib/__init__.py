@@ -27,6 +27,7 @@ from transformer_lib.batching import (
     padding_fraction,
     token_batches,
 )
+from transformer_lib.cache import AttentionCache, KVCache, LayerCache
 from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode
@@ -42,7 +43,6 @@ from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer,
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import (
     PRESETS,
-    KVCache,
     Transformer,
     TransformerConfig,
     count_parameters,
@@ -74,6 +74,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "SPLITS",
     "UNK_ID",
+    "AttentionCache",
     "Batch",
     "DataError",
     "Decoder",
@@ -84,6 +85,7 @@ __all__ = [
     "InvalidType",
     "InvalidValue",
     "KVCache",
+    "LayerCache",
     "LearnedPositionalEncoding",
     "MissingFile",
     "MultiHeadAttention",

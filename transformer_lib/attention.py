@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_lib.cache import AttentionCache
+from transformer_lib.embeddings import apply_rotary
 from transformer_lib.errors import InvalidType, InvalidValue
 from transformer_lib.special_tokens import PAD_ID
 
@@ -68,15 +70,20 @@ class MultiHeadAttention(nn.Module):
     By default the heads run through PyTorch's fused ``scaled_dot_product_attention`` (fast, no
     weights kept). Set ``need_weights = True`` to run them by hand and keep the attention weights
     of the last call in ``self.weights``, (batch, heads, q_len, k_len), for plots. Both paths
-    compute the same function.
+    compute the same function. With ``rotary=True`` (self-attention with rotary positions) each
+    head's queries and keys are rotated by their positions before the scores, so that the scores
+    depend on positions only through their difference.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+    def __init__(
+        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rotary: bool = False
+    ) -> None:
         super().__init__()
         if d_model % n_heads:
             raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.dropout = dropout
+        self.rotary = rotary  # rotate queries and keys by their positions (RoPE; self-attention only)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)
         self.v_proj = nn.Linear(d_model, d_model, bias=bias)
@@ -100,27 +107,30 @@ class MultiHeadAttention(nn.Module):
         key: Tensor,
         value: Tensor,
         mask: Tensor | None = None,
-        cache: dict[str, Tensor] | None = None,
+        cache: AttentionCache | None = None,
         static_kv: bool = False,
     ) -> Tensor:
         """query (batch, q_len, d_model); key, value (batch, k_len, d_model) -> (batch, q_len, d_model)
 
-        ``cache`` serves step-by-step decoding (lesson 10): a dict that keeps this layer's projected
-        keys and values between calls. For self-attention the new keys and values are appended to
+        ``cache`` serves step-by-step decoding (lesson 10): it keeps this layer's projected keys
+        and values between calls. For self-attention the new keys and values are appended to
         the cached ones; with ``static_kv=True`` (cross-attention, whose keys and values come from
         the fixed encoder output) they are computed on the first call and reused after it.
         """
         self._check_inputs(query, key, value)
         q = self.split_heads(self.q_proj(query))  # (batch, heads, q_len, d_head)
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]
+        past = 0 if cache is None or static_kv else cache.length  # positions decoded before these
+        if self.rotary:
+            q = apply_rotary(q, offset=past)
+        if cache is not None and static_kv and cache.k is not None:
+            k, v = cache.k, cache.v  # the encoder output's, computed at the first step
         else:
             k = self.split_heads(self.k_proj(key))  # (batch, heads, k_len, d_head)
             v = self.split_heads(self.v_proj(value))  # (batch, heads, k_len, d_head)
+            if self.rotary:
+                k = apply_rotary(k, offset=past)  # stored rotated: a key's position never changes
             if cache is not None:
-                if "k" in cache:
-                    k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+                k, v = cache.append(k, v)  # (batch, heads, cached + k_len, d_head)
         if mask is not None:
             check_mask(mask, query.shape[0], query.shape[1], k.shape[2])
         dropout_p = self.dropout if self.training else 0.0

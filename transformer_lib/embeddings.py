@@ -101,6 +101,29 @@ class LearnedPositionalEncoding(nn.Module):
         return self.dropout(x + self.table(positions))
 
 
+class RotaryPositions(nn.Module):
+    """The embedding side of rotary positions: nothing is added (dropout only).
+
+    With rotary encodings positions enter inside self-attention, where queries and keys are
+    rotated (:func:`apply_rotary`); the token embeddings themselves carry no position.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 1024, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        return self.dropout(x)
+
+
+# The one place where a config's ``positional`` name meets its module (rotary: see MultiHeadAttention).
+POSITIONAL_ENCODINGS: dict[str, type[nn.Module]] = {
+    "sinusoidal": SinusoidalPositionalEncoding,
+    "learned": LearnedPositionalEncoding,
+    "rotary": RotaryPositions,
+}
+
+
 def apply_rotary(x: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     """Rotary position encoding (RoPE): rotate each pair of features by a position-dependent angle.
 

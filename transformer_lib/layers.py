@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.attention import MultiHeadAttention
+from transformer_lib.cache import LayerCache
 from transformer_lib.errors import InvalidValue
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -64,9 +65,10 @@ class EncoderLayer(nn.Module):
         attention_dropout: float = 0.0,
         activation: str = "relu",
         norm_first: bool = False,
+        rotary: bool = False,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary)
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
         self.residual1 = Residual(d_model, dropout, norm_first)
         self.residual2 = Residual(d_model, dropout, norm_first)
@@ -89,9 +91,10 @@ class DecoderLayer(nn.Module):
         attention_dropout: float = 0.0,
         activation: str = "relu",
         norm_first: bool = False,
+        rotary: bool = False,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
         self.residual1 = Residual(d_model, dropout, norm_first)
@@ -104,7 +107,7 @@ class DecoderLayer(nn.Module):
         memory: Tensor,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
-        cache: dict | None = None,
+        cache: LayerCache | None = None,
     ) -> Tensor:
         """x (batch, tgt_len, d_model); memory (batch, src_len, d_model), the encoder's output.
 
@@ -112,9 +115,7 @@ class DecoderLayer(nn.Module):
         memory_mask: broadcastable to (batch, heads, tgt_len, src_len), the source's padding;
         cache: this layer's keys and values from earlier decoding steps (lesson 10), updated in place.
         """
-        self_cache = cross_cache = None
-        if cache is not None:
-            self_cache, cross_cache = cache.setdefault("self", {}), cache.setdefault("cross", {})
+        self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
         x = self.residual1(x, lambda y: self.self_attn(y, y, y, tgt_mask, self_cache))
         x = self.residual2(x, lambda y: self.cross_attn(y, memory, memory, memory_mask, cross_cache, static_kv=True))
         return self.residual3(x, self.feed_forward)
@@ -148,7 +149,7 @@ class Decoder(nn.Module):
         memory: Tensor,
         tgt_mask: Tensor | None = None,
         memory_mask: Tensor | None = None,
-        cache: list[dict] | None = None,
+        cache: list[LayerCache] | None = None,
     ) -> Tensor:
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])

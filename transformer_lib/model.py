@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from transformer_lib.attention import causal_mask, padding_mask
-from transformer_lib.embeddings import LearnedPositionalEncoding, SinusoidalPositionalEncoding, TokenEmbedding
+from transformer_lib.cache import KVCache
+from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
 from transformer_lib.errors import InvalidValue
 from transformer_lib.layers import ACTIVATIONS, Decoder, Encoder
 from transformer_lib.special_tokens import PAD_ID
@@ -41,7 +42,7 @@ class TransformerConfig:
     max_len: int = 1024
     norm_first: bool = False  # False: post-norm, as in the paper
     activation: str = "relu"
-    positional: str = "sinusoidal"  # or "learned"
+    positional: str = "sinusoidal"  # or "learned", or "rotary" (rotated queries and keys, not added)
     tie_embeddings: bool = True
 
     def __post_init__(self) -> None:
@@ -58,8 +59,8 @@ class TransformerConfig:
                 raise InvalidValue(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if self.activation not in ACTIVATIONS:
             raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
-        if self.positional not in ("sinusoidal", "learned"):
-            raise InvalidValue(f"positional must be 'sinusoidal' or 'learned', got {self.positional!r}")
+        if self.positional not in POSITIONAL_ENCODINGS:
+            raise InvalidValue(f"positional must be one of {list(POSITIONAL_ENCODINGS)}, got {self.positional!r}")
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **overrides) -> TransformerConfig:
@@ -72,25 +73,6 @@ class TransformerConfig:
         return dataclasses.replace(self, **changes)
 
 
-@dataclass
-class KVCache:
-    """The decoder's keys and values from earlier decoding steps, one dict per layer (lesson 10).
-
-    Each layer's dict holds ``"self"`` (keys and values of the target so far, growing by one
-    position a step) and ``"cross"`` (the encoder output's keys and values, computed once).
-    """
-
-    layers: list[dict]
-    length: int = 0  # target positions decoded so far
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep the rows ``index`` of the batch (beam search keeps its best hypotheses)."""
-        for layer in self.layers:
-            for part in layer.values():
-                for name, tensor in part.items():
-                    part[name] = tensor.index_select(0, index)
-
-
 class Transformer(nn.Module):
     """Encoder-decoder Transformer: source ids and shifted target ids in, next-token logits out."""
 
@@ -100,8 +82,7 @@ class Transformer(nn.Module):
         self.d_model = c.d_model  # what the Trainer's warm-up schedule scales with
         self.src_embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(c.vocab_size, c.d_model)
-        positional = SinusoidalPositionalEncoding if c.positional == "sinusoidal" else LearnedPositionalEncoding
-        self.positional = positional(c.d_model, c.max_len, c.dropout)
+        self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
         layer = dict(
             d_model=c.d_model,
             n_heads=c.n_heads,
@@ -109,6 +90,7 @@ class Transformer(nn.Module):
             dropout=c.dropout,
             attention_dropout=c.attention_dropout,
             activation=c.activation,
+            rotary=c.positional == "rotary",
         )
         self.encoder = Encoder(c.n_layers, c.norm_first, **layer)
         self.decoder = Decoder(c.n_layers, c.norm_first, **layer)
@@ -158,7 +140,7 @@ class Transformer(nn.Module):
 
     def new_cache(self) -> KVCache:
         """An empty key-value cache for step-by-step decoding with :meth:`decode`."""
-        return KVCache([{} for _ in self.decoder.layers])
+        return KVCache.empty(len(self.decoder.layers))
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size).
