@@ -5,9 +5,10 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from transformer_lib.cli import main
-from transformer_lib.config import load_config
+from transformer_lib.config import CONFIG_DIR, load_config
 
 
 def run(*args, stdin=None):
@@ -90,3 +91,47 @@ def test_missing_checkpoint_and_bad_config_are_clear_errors(tmp_path, capsys):
 def test_packaged_configs_are_valid(name):
     config = load_config(name)
     assert config["model"].vocab_size == config["data"].vocab_size
+
+
+# These run last in this file: the last one continues the smoke run.
+def smoke_variant(tmp_path, **training):
+    """The smoke config with some training settings changed, as a file."""
+    raw = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    for section, values in training.items():
+        raw.setdefault(section, {}).update(values)
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+def test_a_run_folder_is_never_trained_into_twice(smoke_run):
+    metrics = (smoke_run / "metrics.csv").read_text()
+    result = run("train", "--config", "smoke", "--run-dir", str(smoke_run), "--device", "cpu")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {smoke_run} already holds a run: continue it with --resume, or choose another --run-dir"
+    ]
+    assert (smoke_run / "metrics.csv").read_text() == metrics
+
+
+def test_resume_refuses_a_config_that_changes_the_run(smoke_run, tmp_path):
+    before = {name: (smoke_run / name).read_bytes() for name in ("tokenizer.model", "config.yaml", "checkpoint.pt")}
+    changed = smoke_variant(tmp_path, data={"train_limit": 1000})
+    result = run("train", "--config", changed, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "--resume: the config changes data.train_limit (2000 -> 1000)" in line
+    assert before == {name: (smoke_run / name).read_bytes() for name in before}  # nothing overwritten
+
+
+def test_resume_continues_with_the_runs_own_tokenizer(smoke_run, tmp_path):
+    tokenizer = (smoke_run / "tokenizer.model").read_bytes()
+    longer = smoke_variant(tmp_path, training={"max_steps": 24})  # may change: how long to train
+    result = run("train", "--config", longer, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    assert "resumed at step 20" in result.stderr
+    assert (smoke_run / "tokenizer.model").read_bytes() == tokenizer
+    assert json.loads((smoke_run / "scores.json").read_text())["steps"] == 24
+    rows = (smoke_run / "metrics.csv").read_text().splitlines()[1:]
+    training_steps = [row.split(",")[0] for row in rows if row.split(",")[2]]  # rows with a training loss
+    assert training_steps == [str(s) for s in range(1, 25)]  # every step once, none twice

@@ -38,7 +38,7 @@ from transformer_lib.embeddings import (
     apply_rotary,
     sinusoidal_table,
 )
-from transformer_lib.errors import InvalidType, InvalidValue, MissingFile, TransformerLibError
+from transformer_lib.errors import Interrupted, InvalidType, InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import (
@@ -82,6 +82,7 @@ __all__ = [
     "Encoder",
     "EncoderLayer",
     "FeedForward",
+    "Interrupted",
     "InvalidType",
     "InvalidValue",
     "KVCache",

@@ -79,6 +79,9 @@ class MultiHeadAttention(nn.Module):
         self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rotary: bool = False
     ) -> None:
         super().__init__()
+        for name, value in (("d_model", d_model), ("n_heads", n_heads)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
         if d_model % n_heads:
             raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads

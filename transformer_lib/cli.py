@@ -30,7 +30,8 @@ import yaml
 from transformer_lib import checkpoint, distributed
 from transformer_lib.batching import encode_pairs
 from transformer_lib.config import DataConfig, DecodeConfig, TaskConfig, load_config, resolved_config
-from transformer_lib.data import SPLITS, DataError, load_pairs
+from transformer_lib.data import SPLITS, load_pairs
+from transformer_lib.errors import Interrupted, InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.tasks import TranslationTask
@@ -41,8 +42,18 @@ from transformer_lib.utils import environment, pick_device, seed_everything
 
 
 def _device(name: str) -> torch.device:
-    """The --device option: "auto" picks CUDA when there is one."""
-    return pick_device() if name == "auto" else torch.device(name)
+    """The --device option: "auto" picks CUDA when there is one; a device that is not here is an error."""
+    if name == "auto":
+        return pick_device()
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise InvalidValue(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidValue(f"--device {name}: this machine has no CUDA GPU; use --device cpu (or auto)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise InvalidValue(f"--device {name}: this machine has no Apple GPU; use --device cpu (or auto)")
+    return device
 
 
 def _log(run_dir: Path, message: str) -> None:
@@ -51,34 +62,81 @@ def _log(run_dir: Path, message: str) -> None:
         f.write(message + "\n")
 
 
+# What --resume may change: how long to train and how often to look; never what is trained.
+MAY_CHANGE_ON_RESUME = {"epochs", "max_steps", "eval_every", "checkpoint_every", "progress"}
+
+
+def _changes(old: dict, new: dict) -> list[str]:
+    """The settings of ``new`` that would change the run ``old`` describes (both resolved configs)."""
+    out = []
+    for section in ("data", "model", "task", "training"):
+        for key in sorted(old[section].keys() | new[section].keys()):
+            before, after = old[section].get(key), new[section].get(key)
+            if before != after and not (section == "training" and key in MAY_CHANGE_ON_RESUME):
+                out.append(f"{section}.{key} ({before!r} -> {after!r})")
+    return out
+
+
+def _resume_state(run_dir: Path, config: dict, device: torch.device) -> dict:
+    """The checkpoint to continue from, after checking that ``config`` describes the same run."""
+    path = run_dir / checkpoint.CHECKPOINT
+    if not path.is_file():
+        raise MissingFile(f"--resume: no checkpoint at {path}; leave out --resume to start a run there")
+    changed = _changes(resolved_config(load_config(str(run_dir / "config.yaml"))), resolved_config(config))
+    if changed:
+        raise InvalidValue(
+            f"--resume: the config changes {'; '.join(changed)} of the run in {run_dir}; "
+            "resume with the run's own config.yaml, or start a new run in another folder"
+        )
+    state = checkpoint.load_checkpoint(path, map_location=device)
+    if "tokenizer" not in state:
+        raise InvalidValue(f"--resume: {path} has no tokenizer; it was not written by this command")
+    return state
+
+
 def cmd_train(args: argparse.Namespace) -> None:
-    """Train from a config; under torchrun, one of several processes (only the main one writes)."""
+    """Train from a config; under torchrun, one of several processes (only the main one writes).
+
+    Everything that can fail on the config or the data fails before the run folder is created;
+    ``--resume`` continues with the checkpoint's tokenizer and refuses a config that changes the run.
+    """
     config = load_config(args.config)
     device = distributed.init(_device(args.device))
     main = distributed.rank() == 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")))
+    state = _resume_state(run_dir, config, device) if args.resume else None
+    if state is None and (run_dir / "config.yaml").exists():
+        raise InvalidValue(f"{run_dir} already holds a run: continue it with --resume, or choose another --run-dir")
     data: DataConfig = config["data"]
     seed_everything(config["training"].seed)
     env = {**environment(device), "processes": distributed.world_size()}
     start = time.perf_counter()
     train_pairs = load_pairs("train", data.src, data.tgt)[: data.train_limit]
+    val_pairs = load_pairs("val", data.src, data.tgt)
+    if state is not None:
+        tokenizer = Tokenizer(state["tokenizer"])  # the run's own vocabulary, never a new one
+    elif main:
+        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
     if main:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(run_dir / "config.yaml", yaml.safe_dump(resolved_config(config), sort_keys=False))
         write_text(run_dir / "environment.json", json.dumps(env, indent=2) + "\n")
+        if state is None:
+            tokenizer.save(run_dir / "tokenizer.model")
         _log(
             run_dir,
             f"run {run_dir} on {env['device']} x {env['processes']}, torch {env['torch']}, "
             f"commit {env['git_commit'][:12]}",
         )
-        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
-        tokenizer.save(run_dir / "tokenizer.model")
+        training = config["training"]
+        if device.type != "cuda" and (training.bf16 or training.compile):
+            _log(run_dir, "note: bf16 and compile apply on a CUDA GPU only; this run uses fp32 and eager mode")
     distributed.barrier()  # the other processes read the main one's tokenizer
-    if not main:
+    if not main and state is None:
         tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
     train = encode_pairs(train_pairs, tokenizer)
-    val = encode_pairs(load_pairs("val", data.src, data.tgt), tokenizer)
+    val = encode_pairs(val_pairs, tokenizer)
     task_config: TaskConfig = config["task"]
     task = TranslationTask(train, val, task_config.max_tokens, task_config.label_smoothing, config["training"].seed)
     model = Transformer(config["model"])
@@ -88,8 +146,8 @@ def cmd_train(args: argparse.Namespace) -> None:
 
     trainer = Trainer(model, task, config["training"], run_dir=run_dir, device=device)
     trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), "meta": {"src": data.src, "tgt": data.tgt}}
-    if args.resume:
-        trainer.load_state(checkpoint.load_checkpoint(run_dir / checkpoint.CHECKPOINT, map_location=device))
+    if state is not None:
+        trainer.load_state(state)
         if main:
             _log(run_dir, f"resumed at step {trainer.step}")
     trainer.train()
@@ -174,7 +232,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate}[args.command](args)
-    except (ValueError, FileNotFoundError, DataError) as exc:
+    except Interrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 130
+    except (TransformerLibError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import yaml
 
-from transformer_lib.data import SPLITS
+from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.model import TransformerConfig
 from transformer_lib.training import TrainConfig
+from transformer_lib.validation import check_fields, check_range
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 
@@ -37,6 +38,18 @@ class DataConfig:
     tokenizer: str = "bpe"  # or "unigram"
     train_limit: int | None = None  # use only the first N training pairs (smoke tests)
 
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("src", "tgt"):
+            if getattr(self, name) not in LANGUAGES:
+                raise InvalidValue(f"{name} must be one of {list(LANGUAGES)}, got {getattr(self, name)!r}")
+        if self.src == self.tgt:
+            raise InvalidValue(f"src and tgt must be two languages, got {self.src!r} twice")
+        if self.tokenizer not in ("bpe", "unigram"):
+            raise InvalidValue(f"tokenizer must be 'bpe' or 'unigram', got {self.tokenizer!r}")
+        check_range(self, "vocab_size", 5)
+        check_range(self, "train_limit", 1)
+
 
 @dataclasses.dataclass(frozen=True)
 class TaskConfig:
@@ -44,6 +57,11 @@ class TaskConfig:
 
     max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
     label_smoothing: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_range(self, "max_tokens", 1)
+        check_range(self, "label_smoothing", 0, 1, closed_high=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +74,10 @@ class DecodeConfig:
     batch_size: int = 128  # sentences decoded together
 
     def __post_init__(self) -> None:
-        if self.beam_size < 1 or self.batch_size < 1 or self.max_extra < 1:
-            raise InvalidValue("decoding: beam_size, batch_size and max_extra must be positive integers")
+        check_fields(self)
+        for name in ("beam_size", "max_extra", "batch_size"):
+            check_range(self, name, 1)
+        check_range(self, "alpha", 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +87,14 @@ class EvalConfig:
     splits: tuple[str, ...] = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
     limit: int | None = None  # evaluate only the first N sentences of each split
     average_last: int = 0  # evaluate the mean of the last N kept checkpoints (needs training.keep_last >= N)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check_range(self, "limit", 1)
+        check_range(self, "average_last", 0)
+        for split in self.splits:
+            if split not in SPLITS:
+                raise InvalidValue(f"unknown split {split!r} in splits; choose from {list(SPLITS)}")
 
 
 SECTIONS = {
@@ -87,8 +115,8 @@ def _build(cls: type, section: str, values: dict):
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     try:
         return cls(**values)
-    except TypeError as exc:
-        raise InvalidValue(f"section '{section}': {exc}") from exc
+    except InvalidValue as exc:
+        raise InvalidValue(f"section '{section}': {exc}") from None
 
 
 def load_config(name_or_path: str) -> dict:
@@ -99,7 +127,17 @@ def load_config(name_or_path: str) -> dict:
     if not path.is_file():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise MissingFile(f"no config file {name_or_path!r}; give a path or one of {known}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise InvalidValue(f"{path} is not valid YAML{at}: fix the file (a YAML mapping of sections)") from None
+    if not isinstance(raw, dict):
+        raise InvalidValue(f"{path} must hold a mapping of sections {list(SECTIONS)}, got a {type(raw).__name__}")
+    for section, values in raw.items():
+        if values is not None and not isinstance(values, dict):
+            raise InvalidValue(f"section '{section}' in {path} must be a mapping of keys, got {values!r}")
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise InvalidValue(f"unknown section(s) {unknown} in {path}; allowed: {list(SECTIONS)}")
@@ -114,15 +152,15 @@ def load_config(name_or_path: str) -> dict:
     unknown = sorted(set(model) - allowed)
     if unknown:
         raise InvalidValue(f"unknown key(s) {unknown} in section 'model'; allowed: preset and {sorted(allowed)}")
-    config["model"] = TransformerConfig.preset(preset, vocab_size=data.vocab_size, **model)
+    try:
+        config["model"] = TransformerConfig.preset(preset, vocab_size=data.vocab_size, **model)
+    except InvalidValue as exc:
+        raise InvalidValue(f"section 'model': {exc}") from None
     if config["evaluation"].average_last > config["training"].keep_last:
         raise InvalidValue(
             f"evaluation.average_last={config['evaluation'].average_last} needs training.keep_last >= it, "
             f"got keep_last={config['training'].keep_last}"
         )
-    for split in config["evaluation"].splits:
-        if split not in SPLITS:
-            raise InvalidValue(f"evaluation: unknown split {split!r}; choose from {list(SPLITS)}")
     return config
 
 

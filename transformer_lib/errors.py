@@ -26,3 +26,7 @@ class InvalidType(TransformerLibError, TypeError):
 
 class MissingFile(TransformerLibError, FileNotFoundError):
     """A file the call needs (config, tokenizer, checkpoint) does not exist."""
+
+
+class Interrupted(TransformerLibError):
+    """Training was stopped (Ctrl-C, or SIGTERM from a scheduler) after writing a checkpoint."""

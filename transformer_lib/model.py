@@ -13,6 +13,7 @@ from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
 from transformer_lib.errors import InvalidValue
 from transformer_lib.layers import ACTIVATIONS, Decoder, Encoder
 from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.validation import check_fields
 
 # Sizes of the paper's Table 3 (base, big) and of the book's CPU lessons (small, tiny).
 PRESETS: dict[str, dict] = {
@@ -46,6 +47,7 @@ class TransformerConfig:
     tie_embeddings: bool = True
 
     def __post_init__(self) -> None:
+        check_fields(self)
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -61,11 +63,20 @@ class TransformerConfig:
             raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
         if self.positional not in POSITIONAL_ENCODINGS:
             raise InvalidValue(f"positional must be one of {list(POSITIONAL_ENCODINGS)}, got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise InvalidValue(
+                f"sinusoidal positions pair sines with cosines: d_model must be even, got {self.d_model}"
+            )
+        if self.positional == "rotary" and (self.d_model // self.n_heads) % 2:
+            raise InvalidValue(
+                f"rotary positions rotate pairs of features: d_model / n_heads must be even, "
+                f"got {self.d_model} / {self.n_heads}"
+            )
 
     @classmethod
     def preset(cls, name: str, vocab_size: int, **overrides) -> TransformerConfig:
         """A named size (``base``, ``big``, ``small``, ``tiny``), with any field overridden."""
-        if name not in PRESETS:
+        if not isinstance(name, str) or name not in PRESETS:
             raise InvalidValue(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
         return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
 

@@ -15,6 +15,8 @@ import dataclasses
 import math
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,9 +29,11 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from transformer_lib import checkpoint, distributed
-from transformer_lib.errors import InvalidType, InvalidValue
+from transformer_lib.errors import Interrupted, InvalidType, InvalidValue
+from transformer_lib.files import atomic_path
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import Task
+from transformer_lib.validation import check_fields, check_range
 
 
 def label_smoothed_cross_entropy(
@@ -82,16 +86,18 @@ class TrainConfig:
     progress: bool = True  # the tqdm progress bar
 
     def __post_init__(self) -> None:
-        if not isinstance(self.keep_last, int) or self.keep_last < 0:
-            raise InvalidValue(f"keep_last must be a non-negative integer, got {self.keep_last!r}")
-        for name in ("epochs", "warmup", "grad_accum"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+        if isinstance(self.betas, list):  # YAML and JSON give lists
+            object.__setattr__(self, "betas", tuple(self.betas))
+        check_fields(self)
+        for name in ("epochs", "warmup", "grad_accum", "max_steps"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise InvalidValue(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise InvalidValue(f"max_steps must be a positive integer or None, got {self.max_steps!r}")
-        if self.lr_factor <= 0:
-            raise InvalidValue(f"lr_factor must be positive, got {self.lr_factor!r}")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+        for name in ("keep_last", "eval_every", "checkpoint_every", "adam_eps", "weight_decay"):
+            check_range(self, name, 0)
+        for name in ("lr_factor", "clip_grad"):  # a negative clip would train by gradient ascent
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise InvalidValue(f"{name} must be positive, got {getattr(self, name)!r}")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
             raise InvalidValue(f"betas must be two numbers in [0, 1), got {self.betas!r}")
 
 
@@ -128,6 +134,9 @@ class Trainer:
         self.task = task
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.rank, self.world = distributed.rank(), distributed.world_size()
+        if self.run_dir is not None and self.is_main:  # what a write killed midway left behind
+            for leftover in self.run_dir.glob(".*.part"):
+                leftover.unlink()
         self.optimizer = torch.optim.Adam(
             model.parameters(), lr=1.0, betas=c.betas, eps=c.adam_eps, weight_decay=c.weight_decay
         )
@@ -158,7 +167,16 @@ class Trainer:
         return min(total, self.config.max_steps) if self.config.max_steps else total
 
     def train(self) -> list[dict]:
-        """Train until ``epochs`` or ``max_steps``; continue from the current state if resumed."""
+        """Train until ``epochs`` or ``max_steps``; continue from the current state if resumed.
+
+        Ctrl-C (SIGINT) or SIGTERM, as a cluster scheduler sends it, stops the run cleanly at the
+        end of the current step: a checkpoint is written there (with a ``run_dir``) and
+        :class:`~transformer_lib.errors.Interrupted` says how to continue.
+        """
+        with _stop_requests() as stop:
+            return self._train(stop)
+
+    def _train(self, stop: list[bool]) -> list[dict]:
         c = self.config
         total = self.total_steps()
         per_step = c.grad_accum * self.world
@@ -186,6 +204,11 @@ class Trainer:
                     items_s=f"{record['items_per_s']:.0f}",
                     refresh=False,  # the bar redraws at most every `mininterval` seconds
                 )
+                if distributed.sum_across([float(stop[0])], self.device)[0]:  # every process stops at once
+                    self.save_checkpoint()
+                    bar.close()
+                    where = f"; checkpoint saved in {self.run_dir}: continue with --resume" if self.run_dir else ""
+                    raise Interrupted(f"stopped at step {self.step}{where}")
                 if c.eval_every and self.step % c.eval_every == 0:
                     self.validate()
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
@@ -320,6 +343,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
+        self._forget_metrics_after(self.step)
         if len(state["rng"]) != self.world:
             raise InvalidValue(
                 f"the checkpoint was written by {len(state['rng'])} process(es) and this run has {self.world}: "
@@ -327,11 +351,43 @@ class Trainer:
             )
         _set_rng_state(state["rng"][self.rank])
 
+    def _forget_metrics_after(self, step: int) -> None:
+        """Drop metrics.csv rows past ``step``: a resumed run trains them again (no step twice)."""
+        path = self.run_dir / "metrics.csv" if self.run_dir is not None else None
+        if path is None or not self.is_main or not path.exists():
+            return
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        kept = [rows[0], *(row for row in rows[1:] if int(row[0]) <= step)]
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+            csv.writer(f).writerows(kept)
+
     def _no_sync(self, skip: bool):
         """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""
         if skip and isinstance(self.parallel_model, DistributedDataParallel):
             return self.parallel_model.no_sync()
         return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def _stop_requests():
+    """A flag that SIGINT and SIGTERM set (a second Ctrl-C stops at once); handlers restored after."""
+    stop = [False]
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield stop
+        return
+
+    def request(signum, frame):
+        if stop[0] and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop[0] = True
+
+    previous = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _config_dict(model: nn.Module) -> dict | None:

@@ -1,0 +1,158 @@
+"""Bad input gets one clear line, a non-zero exit and nothing written; never a traceback."""
+
+import dataclasses
+import os
+import signal
+
+import pytest
+import torch
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_training import random_examples
+
+from transformer_lib import (
+    Interrupted,
+    MultiHeadAttention,
+    TrainConfig,
+    Trainer,
+    Transformer,
+    TransformerConfig,
+    TransformerLibError,
+    TranslationTask,
+)
+from transformer_lib.checkpoint import load_checkpoint
+from transformer_lib.cli import main
+from transformer_lib.config import SECTIONS, load_config
+
+
+def train_cli(tmp_path, capsys, text, *extra):
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    run_dir = tmp_path / "run"
+    code = main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu", *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    return code, err, run_dir
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("training:\n  clip_grad: -1\n", "clip_grad must be positive, got -1"),  # gradient ascent, once
+        ("model:\n  preset: tiny\n  norm_first: 'no'\n", "norm_first must be true or false, got 'no'"),
+        ("model:\n  tie_embeddings: 'no'\n", "tie_embeddings must be true or false"),
+        ("data:\n  train_limit: -5\n", "train_limit must be at least 1, got -5"),
+        ("training:\n  checkpoint_every: -1\n", "checkpoint_every must be at least 0"),
+        ("training:\n  eval_every: -3\n", "eval_every must be at least 0"),
+        ("evaluation:\n  average_last: -1\n", "average_last must be at least 0"),
+        ("evaluation:\n  limit: 0\n", "limit must be at least 1"),
+        ("evaluation:\n  splits: val\n", "splits must be a list of a string, got 'val'"),
+        ("model:\n  dropout: high\n", "dropout must be a number, got 'high'"),
+        ("training:\n  seed: abc\n", "seed must be an integer, got 'abc'"),
+        ("training:\n  lr_factor: fast\n", "lr_factor must be a number, got 'fast'"),
+        ("training:\n  adam_eps: -1.0\n", "adam_eps must be at least 0"),
+        ("data:\n  tokenizer: word\n", "tokenizer must be 'bpe' or 'unigram'"),
+        ("data:\n  src: de\n  tgt: de\n", "src and tgt must be two languages"),
+        ("model:\n  pad_id: 5\n", "unknown key(s) ['pad_id'] in section 'model'"),
+        ("model:\n  preset: tiny\n  d_model: 65\n", "d_model=65 must be divisible by n_heads=4"),
+        ("data: [\n", "is not valid YAML at line"),
+        ("- a\n- b\n", "must hold a mapping of sections"),
+        ("training: 5\n", "section 'training' in"),
+    ],
+)
+def test_a_bad_config_is_one_line_and_creates_nothing(tmp_path, capsys, text, message):
+    code, err, run_dir = train_cli(tmp_path, capsys, text)
+    assert code == 2
+    assert len(err) == 1 and message in err[0], err
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("gpu", "unknown device 'gpu'"), ("cuda", "no CUDA GPU")],
+)
+def test_a_device_that_is_not_here_is_one_line(tmp_path, capsys, device, message):
+    if device == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    code = main(["train", "--config", "smoke", "--run-dir", str(tmp_path / "run"), "--device", device])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_with_nothing_to_resume_creates_nothing(tmp_path, capsys):
+    code = main(["train", "--config", "smoke", "--run-dir", str(tmp_path / "run"), "--resume", "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no checkpoint at" in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_python_api_validates_where_values_are_set():
+    for d_model, n_heads in ((64, 0), (0, 4), (64, -4)):
+        with pytest.raises(TransformerLibError, match="must be a positive integer"):
+            MultiHeadAttention(d_model, n_heads)
+    with pytest.raises(TransformerLibError, match="dropout must be a number"):
+        TransformerConfig(vocab_size=50, dropout="0.1")
+    with pytest.raises(TransformerLibError, match="d_model must be even"):
+        TransformerConfig(vocab_size=50, d_model=5, n_heads=1)
+
+
+class InterruptAt:
+    """A translation task that sends this process SIGINT (Ctrl-C) during a given step."""
+
+    def __init__(self, task, step):
+        self.task, self.step, self.calls = task, step, 0
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+    def loss(self, model, batch, train):
+        if train:
+            self.calls += 1
+            if self.calls == self.step:
+                os.kill(os.getpid(), signal.SIGINT)
+        return self.task.loss(model, batch, train)
+
+
+def make_trainer(task, run_dir=None):
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20, dropout=0.1))
+    return Trainer(model, task, TrainConfig(epochs=2, warmup=5, progress=False), run_dir=run_dir)
+
+
+def test_ctrl_c_stops_at_the_end_of_the_step_with_a_checkpoint_that_resumes_exactly(tmp_path):
+    task = TranslationTask(random_examples(60), random_examples(10, seed=1), max_tokens=128)
+    straight = [r["loss"] for r in make_trainer(task).train() if "loss" in r]
+    interrupted = make_trainer(InterruptAt(task, step=3), run_dir=tmp_path)
+    with pytest.raises(Interrupted, match=r"stopped at step 3; checkpoint saved in .*--resume"):
+        interrupted.train()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers restored
+    resumed = make_trainer(task)
+    resumed.load_state(load_checkpoint(tmp_path / "checkpoint.pt"))
+    assert resumed.step == 3
+    assert [r["loss"] for r in resumed.train() if "loss" in r] == straight[3:]
+
+
+values = st.one_of(
+    st.integers(-3, 10**6), st.floats(allow_nan=True), st.booleans(), st.none(), st.text(max_size=8),
+    st.lists(st.integers(-2, 5), max_size=3), st.sampled_from(["val", "tiny", "base", "rotary", "de", "en"]),
+)  # fmt: skip
+
+
+def section_strategy(name, cls):
+    fields = [f.name for f in dataclasses.fields(cls)] if cls else ["preset", "d_model", "dropout", "positional"]
+    return st.dictionaries(st.sampled_from([*fields, "typo"]), values, max_size=3)
+
+
+configs = st.fixed_dictionaries({}, optional={name: section_strategy(name, cls) for name, cls in SECTIONS.items()})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=configs)
+def test_random_configs_load_or_fail_with_the_packages_one_line_error(tmp_path, config):
+    path = tmp_path / "random.yaml"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        load_config(str(path))
+    except TransformerLibError as exc:
+        assert "\n" not in str(exc)
