@@ -156,3 +156,29 @@ def test_random_configs_load_or_fail_with_the_packages_one_line_error(tmp_path, 
         load_config(str(path))
     except TransformerLibError as exc:
         assert "\n" not in str(exc)
+
+
+def test_the_by_hand_and_fused_attention_agree_on_a_query_with_no_key():
+    from transformer_lib import scaled_dot_product_attention
+
+    q, k, v = torch.randn(1, 1, 2, 4), torch.randn(1, 1, 3, 4), torch.randn(1, 1, 3, 4)
+    mask = torch.tensor([[True, True, False], [False, False, False]])  # the second query sees nothing
+    by_hand, weights = scaled_dot_product_attention(q, k, v, mask)
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(by_hand, fused)
+    assert torch.equal(weights[..., 1, :], torch.zeros(1, 1, 3))
+
+
+def test_a_vocabulary_too_large_for_the_text_is_one_line():
+    from transformer_lib import Tokenizer
+
+    with pytest.raises(TransformerLibError, match="cannot train a vocabulary of 5000 on this text"):
+        Tokenizer.train(["a small text", "with few words"], vocab_size=5000)
+
+
+def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
+    fake = tmp_path / "notes.pt"
+    fake.write_text("not a checkpoint")
+    assert main(["evaluate", "--checkpoint", str(fake), "--device", "cpu"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is not a readable checkpoint of this package" in line

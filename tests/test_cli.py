@@ -73,6 +73,27 @@ def test_evaluate_and_translate(smoke_run):
     assert len(result.stdout.splitlines()) == 2
 
 
+def test_translate_keeps_blank_lines_and_skips_only_what_it_cannot_read(smoke_run):
+    checkpoint = str(smoke_run / "checkpoint.pt")
+    too_long = " ".join(["Hund"] * 1100)  # more tokens than the model's 1024 positions
+    result = run("translate", "--checkpoint", checkpoint, "--beam", "1", "--device", "cpu",
+                 stdin=f"Ein Hund läuft.\n\n   \n{too_long}\nZwei Männer.\n")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split("\n")[:-1]
+    assert len(lines) == 5 and lines[1] == lines[2] == lines[3] == "" and lines[0] and lines[4]
+    assert "sentence 4: " in result.stderr and "left untranslated" in result.stderr
+    bad_bytes = subprocess.run(
+        [sys.executable, "-m", "transformer_lib", "translate", "--checkpoint", checkpoint, "--device", "cpu"],
+        input=b"Ein Hund.\n\xff\xfe kaputt\n", capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert bad_bytes.returncode == 2
+    assert bad_bytes.stderr.decode().strip().splitlines() == [
+        "error: line 2 of the input is not UTF-8 text; convert it first (e.g. iconv -t UTF-8)"
+    ]
+    limit = run("evaluate", "--checkpoint", checkpoint, "--limit", "0", "--device", "cpu")
+    assert limit.returncode == 2 and limit.stderr.strip() == "error: --limit must be at least 1, got 0"
+
+
 def test_missing_checkpoint_and_bad_config_are_clear_errors(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt")]) == 2
     assert "no checkpoint at" in capsys.readouterr().err

@@ -53,12 +53,15 @@ def scaled_dot_product_attention(
 
     query (..., q_len, d_k), key (..., k_len, d_k), value (..., k_len, d_v), mask broadcastable
     to (..., q_len, k_len). Returns the output (..., q_len, d_v) and the weights
-    (..., q_len, k_len), whose rows sum to 1 and are 0 wherever the mask is False.
+    (..., q_len, k_len), whose rows sum to 1 and are 0 wherever the mask is False (a row the
+    mask leaves empty is all 0, as in ``F.scaled_dot_product_attention``).
     """
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
+    if mask is not None:  # a query with no key to attend to gets zeros, as the fused kernel gives, not NaN
+        weights = weights.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     if dropout_p > 0.0:
         weights = F.dropout(weights, dropout_p)
     return weights @ value, weights

@@ -69,4 +69,10 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     path = Path(path)
     if not path.is_file():
         raise MissingFile(f"no checkpoint at {path}; train a model first (python -m transformer_lib train ...)")
-    return torch.load(path, map_location=map_location, weights_only=True)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # pickle, zip and torch errors: a damaged file, or not a checkpoint at all
+        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        raise InvalidValue(
+            f"{path} is not a readable checkpoint of this package (damaged, truncated or another format: {reason})"
+        ) from None

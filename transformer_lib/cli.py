@@ -193,6 +193,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     device = _device(args.device)
     model, tokenizer, meta = load_model(args.checkpoint, device)
     decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
+    if args.limit is not None and args.limit < 1:
+        raise InvalidValue(f"--limit must be at least 1, got {args.limit}")
     result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit, progress=True)
     hypotheses = result.pop("hypotheses")
     if args.output:
@@ -204,7 +206,14 @@ def cmd_translate(args: argparse.Namespace) -> None:
     device = _device(args.device)
     model, tokenizer, _ = load_model(args.checkpoint, device)
     decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
-    sentences = [line.strip() for line in sys.stdin]
+    sentences = []
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            sentences.append(raw.decode("utf-8").strip())
+        except UnicodeDecodeError:
+            raise InvalidValue(
+                f"line {number} of the input is not UTF-8 text; convert it first (e.g. iconv -t UTF-8)"
+            ) from None
     for line in translate_sentences(model, tokenizer, sentences, decoding, device, progress=sys.stderr.isatty()):
         print(line)
 

@@ -27,15 +27,16 @@ def _strip(row: Tensor) -> list[int]:
     return [i for i in ids if i != PAD_ID]
 
 
-def _length_limits(src: Tensor, pad_id: int, max_extra: int) -> Tensor:
-    return (src != pad_id).sum(dim=1) + max_extra  # (batch,)
+def _length_limits(src: Tensor, max_extra: int, max_len: int) -> Tensor:
+    """Output length limits: source length + max_extra, within the model's positions (<bos> is one)."""
+    return ((src != PAD_ID).sum(dim=1) + max_extra).clamp_max(max_len - 1)  # (batch,)
 
 
 @torch.no_grad()
 def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cache: bool = True) -> list[list[int]]:
     """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
     memory, src_mask = model.encode(src)
-    limits = _length_limits(src, PAD_ID, max_extra)
+    limits = _length_limits(src, max_extra, model.config.max_len)
     tokens = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     cache = model.new_cache() if use_cache else None
@@ -78,7 +79,7 @@ def beam_search(
     batch, k = src.shape[0], beam_size
     memory, src_mask = model.encode(src)
     memory, src_mask = memory.repeat_interleave(k, dim=0), src_mask.repeat_interleave(k, dim=0)
-    limits = _length_limits(src, PAD_ID, max_extra).repeat_interleave(k)  # (batch * k,)
+    limits = _length_limits(src, max_extra, model.config.max_len).repeat_interleave(k)  # (batch * k,)
     device = src.device
     tokens = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, k), float("-inf"), device=device)

@@ -67,23 +67,30 @@ class Tokenizer:
         if vocab_size <= len(SPECIAL_TOKENS):
             raise InvalidValue(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
         model = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=character_coverage,
-            pad_id=PAD_ID,
-            bos_id=BOS_ID,
-            eos_id=EOS_ID,
-            unk_id=UNK_ID,
-            bos_piece="<bos>",
-            eos_piece="<eos>",
-            input_sentence_size=0,  # use every sentence
-            shuffle_input_sentence=False,
-            num_threads=1,  # several threads may order ties differently
-            minloglevel=2,  # training chatter off
-        )
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(sentences),
+                model_writer=model,
+                vocab_size=vocab_size,
+                model_type=model_type,
+                character_coverage=character_coverage,
+                pad_id=PAD_ID,
+                bos_id=BOS_ID,
+                eos_id=EOS_ID,
+                unk_id=UNK_ID,
+                bos_piece="<bos>",
+                eos_piece="<eos>",
+                input_sentence_size=0,  # use every sentence
+                shuffle_input_sentence=False,
+                num_threads=1,  # several threads may order ties differently
+                minloglevel=2,  # training chatter off
+            )
+        except RuntimeError as exc:  # SentencePiece's own message, e.g. a vocabulary larger than the text allows
+            reason = str(exc).strip().splitlines()[-1]
+            raise InvalidValue(
+                f"SentencePiece cannot train a vocabulary of {vocab_size} on this text ({reason}); "
+                "lower vocab_size or give more text"
+            ) from None
         return cls(model.getvalue())
 
     @classmethod

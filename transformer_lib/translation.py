@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,16 +32,30 @@ def translate_sentences(
 ) -> list[str]:
     """Translate plain sentences, in batches of similar length, keeping their order.
 
+    An empty (or blank) sentence gives an empty translation. A sentence longer than the model's
+    ``max_len`` positions cannot be encoded: it gives an empty translation and one line on
+    standard error that says which it was; every other sentence is still translated.
     ``progress`` shows a bar of sentences translated (on standard error).
     """
     model.eval()
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    encoded = dict(zip(range(len(sentences)), tokenizer.encode_batch(list(sentences), eos=True), strict=True))
     out: list[str] = [""] * len(sentences)
+    for i, ids in list(encoded.items()):
+        if not sentences[i].strip():
+            del encoded[i]
+        elif len(ids) > model.config.max_len:
+            print(
+                f"sentence {i + 1}: {len(ids)} tokens, more than the model's max_len={model.config.max_len}; "
+                "left untranslated",
+                file=sys.stderr,
+            )
+            del encoded[i]
+    order = sorted(encoded, key=lambda i: len(encoded[i]))
     bar = tqdm(total=len(sentences), desc="translate", unit="sent", disable=not progress, mininterval=1.0)
+    bar.update(len(sentences) - len(order))
     for start in range(0, len(order), decoding.batch_size):
         chunk = order[start : start + decoding.batch_size]
-        ids = tokenizer.encode_batch([sentences[i] for i in chunk], eos=True)
-        src = pad_ids(ids).to(device)
+        src = pad_ids([encoded[i] for i in chunk]).to(device)
         if decoding.beam_size == 1:
             hyps = greedy_decode(model, src, decoding.max_extra)
         else:
