@@ -59,6 +59,12 @@ def test_evaluate_and_translate(smoke_run):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["sentences"] == 30
+    # Without flags, the run's own decoding settings (the smoke config's beam of 2), as in scores.json.
+    assert (
+        json.loads(result.stdout)["decoding"]
+        == json.loads((smoke_run / "scores.json").read_text())["splits"]["val"]["decoding"]
+    )
+    assert json.loads(result.stdout)["decoding"]["beam_size"] == 2
     result = run(
         "translate",
         "--checkpoint",

@@ -145,7 +145,8 @@ def cmd_train(args: argparse.Namespace) -> None:
         _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
     trainer = Trainer(model, task, config["training"], run_dir=run_dir, device=device)
-    trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), "meta": {"src": data.src, "tgt": data.tgt}}
+    meta = {"src": data.src, "tgt": data.tgt, "decoding": dataclasses.asdict(config["decoding"])}
+    trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), "meta": meta}
     if state is not None:
         trainer.load_state(state)
         if main:
@@ -189,10 +190,16 @@ def cmd_train(args: argparse.Namespace) -> None:
     write_text(run_dir / "scores.json", json.dumps(scores, indent=2) + "\n")
 
 
+def _decoding(args: argparse.Namespace, meta: dict) -> DecodeConfig:
+    """The run's own decoding settings (as its scores.json used them), with any flag given overriding."""
+    flags = {"beam_size": args.beam, "alpha": args.alpha, "batch_size": args.batch_size}
+    return DecodeConfig(**{**meta.get("decoding", {}), **{k: v for k, v in flags.items() if v is not None}})
+
+
 def cmd_evaluate(args: argparse.Namespace) -> None:
     device = _device(args.device)
     model, tokenizer, meta = load_model(args.checkpoint, device)
-    decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
+    decoding = _decoding(args, meta)
     if args.limit is not None and args.limit < 1:
         raise InvalidValue(f"--limit must be at least 1, got {args.limit}")
     result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit, progress=True)
@@ -204,8 +211,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     device = _device(args.device)
-    model, tokenizer, _ = load_model(args.checkpoint, device)
-    decoding = DecodeConfig(beam_size=args.beam, alpha=args.alpha, batch_size=args.batch_size)
+    model, tokenizer, meta = load_model(args.checkpoint, device)
+    decoding = _decoding(args, meta)
     sentences = []
     for number, raw in enumerate(sys.stdin.buffer, start=1):
         try:
@@ -229,9 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         p = sub.add_parser(name, help=helptext)
         p.add_argument("--checkpoint", required=True)
         defaults = DecodeConfig()  # one source for the defaults: the config's
-        p.add_argument("--beam", type=int, default=defaults.beam_size, help="beam size (1: greedy)")
-        p.add_argument("--alpha", type=float, default=defaults.alpha, help="length penalty")
-        p.add_argument("--batch-size", type=int, default=defaults.batch_size, help="sentences decoded together")
+        p.add_argument("--beam", type=int, help=f"beam size, 1: greedy (default: the run's, else {defaults.beam_size})")
+        p.add_argument("--alpha", type=float, help=f"length penalty (default: the run's, else {defaults.alpha})")
+        p.add_argument("--batch-size", type=int, help=f"sentences decoded together (default {defaults.batch_size})")
         if name == "evaluate":
             p.add_argument("--split", default="test_2016_flickr", choices=list(SPLITS))
             p.add_argument("--limit", type=int, help="only the first N sentences")
