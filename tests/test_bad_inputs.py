@@ -182,3 +182,33 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(fake), "--device", "cpu"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is not a readable checkpoint of this package" in line
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    torch.manual_seed(0)
+    return Transformer(TransformerConfig.preset("tiny", vocab_size=30)).eval()
+
+
+tensors = st.builds(
+    lambda dims, dtype, low, high, seed: torch.randint(
+        low, high, dims, generator=torch.Generator().manual_seed(seed)
+    ).to(dtype),
+    dims=st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple),
+    dtype=st.sampled_from([torch.long, torch.int32, torch.float32, torch.bool]),
+    low=st.integers(-3, 5),
+    high=st.integers(6, 40),
+    seed=st.integers(0, 1000),
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(src=tensors, tgt=tensors)
+def test_random_token_tensors_work_or_fail_with_the_packages_one_line_error(tiny_model, src, tgt):
+    try:
+        with torch.no_grad():
+            logits = tiny_model(src, tgt)
+    except TransformerLibError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert logits.shape == (*tgt.shape, 30) and not logits.isnan().any()
