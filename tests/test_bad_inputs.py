@@ -212,3 +212,25 @@ def test_random_token_tensors_work_or_fail_with_the_packages_one_line_error(tiny
         assert "\n" not in str(exc)
     else:
         assert logits.shape == (*tgt.shape, 30) and not logits.isnan().any()
+
+
+def test_sigterm_from_a_scheduler_also_stops_with_a_checkpoint(tmp_path):
+    class TermAt(InterruptAt):
+        def loss(self, model, batch, train):
+            if train and self.calls + 1 == self.step:
+                os.kill(os.getpid(), signal.SIGTERM)
+                self.calls += 1
+                return self.task.loss(model, batch, train)
+            return super().loss(model, batch, train)
+
+    task = TranslationTask(random_examples(60), random_examples(10, seed=1), max_tokens=128)
+    trainer = make_trainer(TermAt(task, step=2), run_dir=tmp_path)
+    with pytest.raises(Interrupted, match="stopped at step 2"):
+        trainer.train()
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["position"]["step"] == 2
+
+
+def test_a_write_killed_midway_leaves_nothing_after_the_next_start(tmp_path):
+    (tmp_path / ".checkpoint.pt.abc123.part").write_bytes(b"half a checkpoint")
+    make_trainer(TranslationTask(random_examples(10)), run_dir=tmp_path)
+    assert list(tmp_path.iterdir()) == []
