@@ -6,6 +6,8 @@
   with ``\\\\`` inside) reaches the page as raw LaTeX. Any ``\\begin{``, or ``$`` next to a LaTeX
   command, left in a page's text outside math, code and outputs, is reported.
 * **Machine paths**: no page may show an absolute path of the machine that built or ran it.
+* **Other hosts**: the site works offline, so no page loads an image, script, style or frame
+  from another host (links to other sites are fine: they load only when clicked).
 
 Prints one line per problem and exits 1 if there is any.
 """
@@ -31,9 +33,19 @@ class ProseText(HTMLParser):
         self.stack: list[bool] = []  # for each open element: is it (or a parent) skipped?
         self.prose: list[str] = []
         self.everything: list[str] = []
+        self.remote: list[str] = []  # resources the page itself would fetch from another host
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        classes = set((dict(attrs).get("class") or "").split())
+        attributes = dict(attrs)
+        source = attributes.get("src") or (attributes.get("href") if tag == "link" else None)
+        if (
+            tag in {"img", "script", "link", "iframe", "source"}
+            and source
+            and source.startswith(("http:", "https:", "//"))
+        ):
+            if not (tag == "link" and attributes.get("rel") in ("canonical", "alternate")):
+                self.remote.append(source)
+        classes = set((attributes.get("class") or "").split())
         skipped = (self.stack and self.stack[-1]) or tag in SKIPPED_TAGS or bool(classes & SKIPPED_CLASSES)
         if tag not in {"br", "img", "hr", "meta", "link", "input", "wbr"}:
             self.stack.append(skipped)
@@ -59,6 +71,8 @@ def problems(site: Path) -> list[str]:
             found.append(f"{name}: unrendered math near {match.group(0)!r}")
         for match in MACHINE_PATH.finditer(" ".join(parser.everything)):
             found.append(f"{name}: a machine path is shown ({match.group(0)!r})")
+        for source in parser.remote:
+            found.append(f"{name}: loads {source} from another host (serve it from the site)")
     if not pages:
         found.append(f"no pages under {site}: build the book first (jupyter-book build .)")
     return found
