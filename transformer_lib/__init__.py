@@ -49,7 +49,7 @@ from transformer_lib.model import (
     parameter_breakdown,
 )
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_lib.tasks import Task, TranslationTask
+from transformer_lib.tasks import Task, TaskConfig, TranslationTask
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
 
@@ -92,6 +92,7 @@ __all__ = [
     "MultiHeadAttention",
     "SinusoidalPositionalEncoding",
     "Task",
+    "TaskConfig",
     "TokenEmbedding",
     "Tokenizer",
     "TrainConfig",

@@ -29,12 +29,12 @@ import yaml
 
 from transformer_lib import checkpoint, distributed
 from transformer_lib.batching import encode_pairs
-from transformer_lib.config import DataConfig, DecodeConfig, TaskConfig, load_config, resolved_config
+from transformer_lib.config import DataConfig, DecodeConfig, load_config, resolved_config
 from transformer_lib.data import SPLITS, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
-from transformer_lib.tasks import TranslationTask
+from transformer_lib.tasks import TaskConfig, TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer
 from transformer_lib.translation import evaluate_split, load_model, translate_sentences

@@ -22,6 +22,7 @@ import yaml
 from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.model import TransformerConfig
+from transformer_lib.tasks import TaskConfig
 from transformer_lib.training import TrainConfig
 from transformer_lib.validation import check_fields, check_range
 
@@ -49,19 +50,6 @@ class DataConfig:
             raise InvalidValue(f"tokenizer must be 'bpe' or 'unigram', got {self.tokenizer!r}")
         check_range(self, "vocab_size", 5)
         check_range(self, "train_limit", 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskConfig:
-    """What a training batch is and what its loss is: the :class:`TranslationTask`'s settings."""
-
-    max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
-    label_smoothing: float = 0.1
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check_range(self, "max_tokens", 1)
-        check_range(self, "label_smoothing", 0, 1, closed_high=False)
 
 
 @dataclasses.dataclass(frozen=True)

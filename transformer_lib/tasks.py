@@ -10,6 +10,7 @@ the same loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch.nn.functional as F
@@ -18,6 +19,7 @@ from torch import Tensor, nn
 from transformer_lib.batching import Batch, collate, token_batches
 from transformer_lib.errors import InvalidValue
 from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.validation import check_fields, check_range
 
 
 @runtime_checkable
@@ -54,6 +56,23 @@ class Task(Protocol):
 Example = tuple[list[int], list[int]]
 
 
+@dataclass(frozen=True)
+class TaskConfig:
+    """What a translation batch is and what its loss is: :class:`TranslationTask`'s settings.
+
+    The one place for their defaults and checks; the run config's ``task`` section is this.
+    """
+
+    max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
+    label_smoothing: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.max_tokens < 1:
+            raise InvalidValue(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+        check_range(self, "label_smoothing", 0, 1, closed_high=False)
+
+
 class TranslationTask:
     """Sentence pairs (source ids ending in <eos>, bare target ids) for an encoder-decoder model.
 
@@ -68,14 +87,11 @@ class TranslationTask:
         self,
         train: Sequence[Example],
         val: Sequence[Example] | None = None,
-        max_tokens: int = 4096,
-        label_smoothing: float = 0.1,
+        max_tokens: int = TaskConfig.max_tokens,
+        label_smoothing: float = TaskConfig.label_smoothing,
         seed: int = 0,
     ) -> None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise InvalidValue(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise InvalidValue(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        TaskConfig(max_tokens, label_smoothing)  # checks both
         if not train:
             raise InvalidValue("the training set is empty: there is nothing to train on")
         self.train, self.val = train, val or []

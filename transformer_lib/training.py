@@ -86,8 +86,6 @@ class TrainConfig:
     progress: bool = True  # the tqdm progress bar
 
     def __post_init__(self) -> None:
-        if isinstance(self.betas, list):  # YAML and JSON give lists
-            object.__setattr__(self, "betas", tuple(self.betas))
         check_fields(self)
         for name in ("epochs", "warmup", "grad_accum", "max_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
@@ -339,17 +337,17 @@ class Trainer:
 
     def load_state(self, state: dict) -> None:
         """Continue from a checkpoint written by :meth:`save_checkpoint`."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
-        self._forget_metrics_after(self.step)
         if len(state["rng"]) != self.world:
             raise InvalidValue(
                 f"the checkpoint was written by {len(state['rng'])} process(es) and this run has {self.world}: "
                 "resume with the same number of processes"
             )
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
         _set_rng_state(state["rng"][self.rank])
+        self._forget_metrics_after(self.step)
 
     def _forget_metrics_after(self, step: int) -> None:
         """Drop metrics.csv rows past ``step``: a resumed run trains them again (no step twice)."""
