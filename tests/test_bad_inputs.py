@@ -67,6 +67,14 @@ def test_a_bad_config_is_one_line_and_creates_nothing(tmp_path, capsys, text, me
     assert not run_dir.exists()
 
 
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
+    """PyYAML follows YAML 1.1, where ``1e-9`` is a string; a user writing it means the number."""
+    path = tmp_path / "eps.yaml"
+    path.write_text("training:\n  adam_eps: 1e-9\n  lr_factor: 2E0\n")
+    training = load_config(str(path))["training"]
+    assert training.adam_eps == 1e-9 and training.lr_factor == 2.0
+
+
 @pytest.mark.parametrize(
     ("device", "message"),
     [("gpu", "unknown device 'gpu'"), ("cuda", "no CUDA GPU")],
@@ -182,6 +190,11 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(fake), "--device", "cpu"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is not a readable checkpoint of this package" in line
+    pickled = tmp_path / "pickled.pt"
+    torch.save({"model": Transformer}, pickled)  # a pickle that a weights-only load refuses
+    assert main(["evaluate", "--checkpoint", str(pickled), "--device", "cpu"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "holds Python objects" in line and "weights_only" not in line
 
 
 @pytest.fixture(scope="module")

@@ -163,3 +163,32 @@ def test_resume_continues_with_the_runs_own_tokenizer(smoke_run, tmp_path):
     rows = (smoke_run / "metrics.csv").read_text().splitlines()[1:]
     training_steps = [row.split(",")[0] for row in rows if row.split(",")[2]]  # rows with a training loss
     assert training_steps == [str(s) for s in range(1, 25)]  # every step once, none twice
+
+
+def ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_during_evaluation_is_one_line_and_writes_no_hypotheses(smoke_run, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("transformer_lib.cli.evaluate_split", ctrl_c)
+    output = tmp_path / "hyp.txt"
+    checkpoint = str(smoke_run / "checkpoint.pt")
+    code = main(["evaluate", "--checkpoint", checkpoint, "--output", str(output), "--device", "cpu"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 130 and err == ["interrupted"]
+    assert not output.exists()
+
+
+def test_ctrl_c_while_a_finished_run_is_scored_says_how_to_score_it(mirror, tmp_path, capsys, monkeypatch):
+    raw = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    raw["training"].update(max_steps=2, checkpoint_every=0)
+    raw["evaluation"]["average_last"] = 0
+    config = tmp_path / "short.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    monkeypatch.setattr("transformer_lib.cli.evaluate_split", ctrl_c)
+    run_dir = tmp_path / "run"
+    code = main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after the run's log lines
+    assert code == 130 and last.startswith("interrupted: during evaluation"), last
+    assert f"evaluate --checkpoint {run_dir / 'checkpoint.pt'}" in last
+    assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "scores.json").exists()

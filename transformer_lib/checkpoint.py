@@ -72,7 +72,13 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # pickle, zip and torch errors: a damaged file, or not a checkpoint at all
-        reason = str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__
+        text = str(exc).strip()
+        if "Unsupported global" in text:  # PyTorch's advice here, weights_only=False, would run the file's code
+            reason = "it holds Python objects, not only tensors"
+        elif text.startswith("Weights only load failed"):
+            reason = "not a file that torch.save wrote"
+        else:
+            reason = text.splitlines()[0].split(". ")[0][:120] if text else type(exc).__name__
         raise InvalidValue(
             f"{path} is not a readable checkpoint of this package (damaged, truncated or another format: {reason})"
         ) from None

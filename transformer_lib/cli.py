@@ -157,7 +157,20 @@ def cmd_train(args: argparse.Namespace) -> None:
     if not main:
         return  # the main process evaluates and writes the scores
     _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s")
+    try:
+        _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"during evaluation; training is complete and saved in {run_dir}: score it with "
+            f"python -m transformer_lib evaluate --checkpoint {run_dir / checkpoint.CHECKPOINT}"
+        ) from None
 
+
+def _score_run(
+    run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, start: float, train_seconds: float
+) -> None:
+    """After training: average the last checkpoints if asked, score every evaluation split, write scores.json."""
+    data: DataConfig = config["data"]
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
     if config["evaluation"].average_last:
         paths = checkpoint.kept_weights(run_dir)[-config["evaluation"].average_last :]

@@ -15,6 +15,7 @@ Every default lives in its dataclass (the command line's flags take theirs from 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import yaml
@@ -27,6 +28,17 @@ from transformer_lib.training import TrainConfig
 from transformer_lib.validation import check_fields, check_range
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML reads YAML 1.1, where ``1e-9`` (no dot) is a string; this loader reads it as YAML 1.2 does, a float."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +128,7 @@ def load_config(name_or_path: str) -> dict:
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
         raise MissingFile(f"no config file {name_or_path!r}; give a path or one of {known}")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
