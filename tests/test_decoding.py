@@ -1,10 +1,10 @@
-"""Greedy decoding and beam search: cache equality, beam 1 = greedy, length limits; BLEU."""
+"""Greedy decoding, sampling and beam search: cache equality, beam 1 = greedy, sampled distributions; BLEU."""
 
 import pytest
 import torch
 
-from transformer_lib import Transformer, TransformerConfig
-from transformer_lib.decoding import beam_search, greedy_decode, length_penalty
+from transformer_lib import BOS_ID, InvalidValue, Transformer, TransformerConfig
+from transformer_lib.decoding import NEVER_GENERATED, beam_search, greedy_decode, length_penalty, sample
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 
 
@@ -91,3 +91,47 @@ def test_bleu_variants():
     assert sacrebleu_score(lower, refs) < 100.0
     with pytest.raises(ValueError, match="must pair up"):
         sacrebleu_score(refs, refs[:1])
+
+
+def seeded(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_sampling_with_top_k_1_is_greedy(model, src):
+    assert sample(model, src, top_k=1, max_extra=10, generator=seeded()) == greedy_decode(model, src, max_extra=10)
+
+
+def test_sampling_repeats_with_a_seeded_generator_with_and_without_the_cache(model, src):
+    first = sample(model, src, max_extra=10, generator=seeded(5))
+    assert first == sample(model, src, max_extra=10, generator=seeded(5), use_cache=False)
+    assert first != sample(model, src, max_extra=10, generator=seeded(6))
+
+
+@pytest.mark.parametrize(("temperature", "top_k"), [(1.0, None), (2.0, None), (0.5, None), (1.0, 3)])
+def test_sampled_first_tokens_follow_the_tempered_distribution(model, temperature, top_k):
+    """20,000 draws of the first token against the probabilities computed from the logits."""
+    one = torch.tensor([[7, 2]])
+    with torch.no_grad():
+        memory, src_mask = model.encode(one)
+        logits = model.decode(torch.tensor([[BOS_ID]]), memory, src_mask)[0, -1]
+    logits[NEVER_GENERATED] = float("-inf")
+    logits = logits / temperature
+    if top_k:
+        logits[logits < logits.topk(top_k).values[-1]] = float("-inf")
+    expected = logits.softmax(-1)
+    draws = sample(model, one.expand(20_000, -1), temperature, top_k, max_extra=0, generator=seeded())
+    counts = torch.bincount(torch.tensor([d[0] if d else 2 for d in draws]), minlength=expected.numel())
+    observed = counts[: expected.numel()].double() / 20_000
+    # Total variation distance: about 0.02 from chance here; 0.15 and more from the wrong temperature.
+    assert (observed - expected.double()).abs().sum() / 2 < 0.05
+    if top_k:
+        assert (counts > 0).sum() <= top_k
+
+
+def test_sampling_never_emits_pad_or_bos_and_refuses_bad_settings(model, src):
+    for out in sample(model, src, temperature=5.0, max_extra=10, generator=seeded()):
+        assert not set(out) & set(NEVER_GENERATED)
+    with pytest.raises(InvalidValue, match="temperature must be positive"):
+        sample(model, src, temperature=0)
+    with pytest.raises(InvalidValue, match="top_k must be at least 1"):
+        sample(model, src, top_k=0)

@@ -30,7 +30,7 @@ from transformer_lib.batching import (
 from transformer_lib.cache import AttentionCache, KVCache, LayerCache
 from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
-from transformer_lib.decoding import beam_search, greedy_decode
+from transformer_lib.decoding import beam_search, greedy_decode, sample
 from transformer_lib.embeddings import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
@@ -122,6 +122,7 @@ __all__ = [
     "parameter_breakdown",
     "pick_device",
     "sacrebleu_score",
+    "sample",
     "scaled_dot_product_attention",
     "seed_everything",
     "setup",

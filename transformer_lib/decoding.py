@@ -1,13 +1,15 @@
-"""Generating translations: greedy decoding and beam search, with the key-value cache (lesson 10).
+"""Generating translations: greedy decoding, sampling and beam search, with the key-value cache (lesson 10).
 
-Both decode a batch of sentences at once and stop each one at ``<eos>`` or at its length limit,
+All decode a batch of sentences at once and stop each one at ``<eos>`` or at its length limit,
 ``source length + max_extra`` tokens (the paper's section 6.1 uses input length + 50). With
 ``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
 values of earlier positions (:class:`~transformer_lib.model.KVCache`); without it every step
-recomputes the whole prefix. Both give the same tokens.
+recomputes the whole prefix. The tokens are the same either way.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -32,9 +34,10 @@ def _length_limits(src: Tensor, max_extra: int, max_len: int) -> Tensor:
     return ((src != PAD_ID).sum(dim=1) + max_extra).clamp_max(max_len - 1)  # (batch,)
 
 
-@torch.no_grad()
-def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cache: bool = True) -> list[list[int]]:
-    """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
+def _generate(
+    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], max_extra: int, use_cache: bool
+) -> list[list[int]]:
+    """One token per step for every sentence, chosen by ``pick`` from the (batch, vocab) next-token logits."""
     memory, src_mask = model.encode(src)
     limits = _length_limits(src, max_extra, model.config.max_len)
     tokens = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
@@ -43,7 +46,7 @@ def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cach
     for step in range(int(limits.max())):
         logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
         logits[:, NEVER_GENERATED] = float("-inf")
-        next_token = logits.argmax(dim=-1)  # (batch,)
+        next_token = pick(logits)  # (batch,)
         next_token = torch.where(step + 1 >= limits, EOS_ID, next_token)  # the last allowed token ends it
         next_token = torch.where(done, PAD_ID, next_token)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
@@ -51,6 +54,42 @@ def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cach
         if done.all():
             break
     return [_strip(row[1:]) for row in tokens]
+
+
+@torch.no_grad()
+def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cache: bool = True) -> list[list[int]]:
+    """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
+    return _generate(model, src, lambda logits: logits.argmax(dim=-1), max_extra, use_cache)
+
+
+@torch.no_grad()
+def sample(
+    model: Transformer,
+    src: Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    max_extra: int = 50,
+    generator: torch.Generator | None = None,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """Draw every token from softmax(logits / temperature), among the ``top_k`` most probable if given.
+
+    Temperature below 1 sharpens the distribution (towards greedy decoding), above 1 flattens it;
+    ``top_k=1`` is greedy decoding. Pass a seeded ``generator`` (on the model's device) to repeat a draw.
+    """
+    if not temperature > 0:
+        raise InvalidValue(f"temperature must be positive (greedy_decode is the limit at 0), got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise InvalidValue(f"top_k must be at least 1 (or None for the whole vocabulary), got {top_k}")
+
+    def pick(logits: Tensor) -> Tensor:  # (batch, vocab) -> (batch,)
+        logits = logits / temperature
+        if top_k is not None:
+            kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (batch, 1)
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+
+    return _generate(model, src, pick, max_extra, use_cache)
 
 
 def length_penalty(length: Tensor, alpha: float) -> Tensor:
