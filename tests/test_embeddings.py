@@ -5,7 +5,14 @@ import math
 import pytest
 import torch
 
-from transformer_lib import LearnedPositionalEncoding, TokenEmbedding, apply_rotary, sinusoidal_table
+from transformer_lib import (
+    LearnedPositionalEncoding,
+    TokenEmbedding,
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    sinusoidal_table,
+)
 
 
 def test_sinusoidal_table_hand_computed_entries():
@@ -46,3 +53,24 @@ def test_positions_beyond_max_len_are_clear_errors():
         LearnedPositionalEncoding(8, max_len=4)(torch.zeros(1, 5, 8))
     with pytest.raises(ValueError, match="d_model must be even"):
         sinusoidal_table(4, 7)
+
+
+def test_alibi_slopes_are_the_papers_for_8_heads():
+    expected = torch.tensor([1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256])
+    assert torch.equal(alibi_slopes(8), expected)
+
+
+def test_alibi_bias_hand_computed_and_with_a_cache_offset():
+    bias = alibi_bias(torch.tensor([0.5, 2.0]), q_len=3)
+    assert bias.shape == (1, 2, 3, 3)
+    assert torch.equal(bias[0, 0], torch.tensor([[0.0, -0.5, -1.0], [-0.5, 0.0, -0.5], [-1.0, -0.5, 0.0]]))
+    assert torch.equal(bias[0, 1], 4 * bias[0, 0])
+    # A decoding step at position 5 with 6 cached keys: the last row of the full bias.
+    step = alibi_bias(torch.tensor([0.5, 2.0]), q_len=1, offset=5)
+    assert torch.equal(step, alibi_bias(torch.tensor([0.5, 2.0]), q_len=6)[:, :, -1:])
+
+
+def test_alibi_scores_depend_only_on_the_distance():
+    bias = alibi_bias(alibi_slopes(4), q_len=20)[0]
+    for h in range(4):
+        assert bias[h].diagonal(offset=-3).unique().numel() == 1

@@ -35,6 +35,8 @@ from transformer_lib.embeddings import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
+    alibi_bias,
+    alibi_slopes,
     apply_rotary,
     sinusoidal_table,
 )
@@ -101,6 +103,8 @@ __all__ = [
     "TransformerConfig",
     "TransformerLibError",
     "TranslationTask",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rotary",
     "average_checkpoints",
     "beam_search",

@@ -2,8 +2,8 @@
 
 Attention treats its input as a set: permute the tokens and the outputs permute with them. The
 order of a sentence must therefore be written into the vectors themselves. The paper adds a
-fixed sinusoidal encoding to each token's embedding; a learned table and rotary encodings
-(RoPE, Su et al. 2021) are the common alternatives.
+fixed sinusoidal encoding to each token's embedding; a learned table, rotary encodings (RoPE,
+Su et al. 2021) and linear biases in attention (ALiBi, Press et al. 2022) are the alternatives.
 """
 
 from __future__ import annotations
@@ -141,3 +141,26 @@ def apply_rotary(x: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     even, odd = x[..., 0::2], x[..., 1::2]
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)  # (..., seq, d/2, 2)
     return rotated.flatten(-2)
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """ALiBi's fixed slope per head: the geometric sequence 2^(-8/h), 2^(-16/h), ..., 2^(-8) for h heads."""
+    if n_heads < 1:
+        raise InvalidValue(f"n_heads must be at least 1, got {n_heads}")
+    return 2.0 ** (-8.0 * torch.arange(1, n_heads + 1) / n_heads)
+
+
+def alibi_bias(slopes: Tensor, q_len: int, k_len: int | None = None, offset: int = 0) -> Tensor:
+    """ALiBi (Press et al. 2022): ``-slope * |i - j|`` added to the attention score of query i and key j.
+
+    slopes: (heads,), e.g. :func:`alibi_slopes`. Returns (1, heads, q_len, k_len), to add to the
+    scores before the softmax; queries sit at positions ``offset .. offset + q_len - 1`` (for a
+    decoding step with a cache), keys at ``0 .. k_len - 1``. Under a causal mask only ``j <= i``
+    counts, where this is the paper's ``-slope * (i - j)``: no position is added to the tokens,
+    attention is only pushed towards nearby keys, and any length works.
+    """
+    k_len = q_len + offset if k_len is None else k_len
+    i = torch.arange(offset, offset + q_len, device=slopes.device)[:, None]
+    j = torch.arange(k_len, device=slopes.device)[None, :]
+    distance = (i - j).abs().to(slopes.dtype)  # (q_len, k_len)
+    return -(slopes[:, None, None] * distance)[None]  # (1, heads, q_len, k_len)
