@@ -17,6 +17,8 @@ from transformer_lib.attention import (
     keep_attention_weights,
     padding_mask,
     scaled_dot_product_attention,
+    sliding_window_mask,
+    tiled_attention,
 )
 from transformer_lib.batching import (
     Batch,
@@ -131,6 +133,8 @@ __all__ = [
     "seed_everything",
     "setup",
     "sinusoidal_table",
+    "sliding_window_mask",
+    "tiled_attention",
     "token_batches",
     "tokenized_bleu",
 ]

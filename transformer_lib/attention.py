@@ -30,6 +30,15 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> Tensor:
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()[None, None]
 
 
+def sliding_window_mask(n: int, window: int, device: torch.device | str | None = None) -> Tensor:
+    """(1, 1, n, n) causal local mask: position i may attend to positions i - window + 1 .. i (lesson 12)."""
+    if window < 1:
+        raise InvalidValue(f"window must be at least 1 (the position itself), got {window}")
+    i = torch.arange(n, device=device)
+    distance = i[:, None] - i[None, :]  # (n, n): how far back key j lies from query i
+    return ((distance >= 0) & (distance < window))[None, None]
+
+
 def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int) -> None:
     """Raise a clear error unless ``mask`` is boolean and broadcastable to (batch, heads, q_len, k_len)."""
     if mask.dtype != torch.bool:
@@ -67,6 +76,42 @@ def scaled_dot_product_attention(
     return weights @ value, weights
 
 
+def tiled_attention(query: Tensor, key: Tensor, value: Tensor, block: int = 64, causal: bool = False) -> Tensor:
+    """softmax(Q K^T / sqrt(d_k)) V a tile of keys at a time, never holding the (q_len, k_len) scores.
+
+    FlashAttention's idea (Dao et al. 2022), written for reading, not for speed (lesson 12): for
+    each block of queries, walk over blocks of keys and values keeping, per query, the running
+    maximum score ``m``, the running sum ``total`` of ``exp(score - m)`` and the running weighted sum
+    of values; when a new block raises the maximum, the old sums are rescaled by
+    ``exp(m_old - m_new)``. The result equals full attention to rounding. query (..., q_len, d_k),
+    key (..., k_len, d_k), value (..., k_len, d_v); ``causal`` hides keys after each query.
+    """
+    if block < 1:
+        raise InvalidValue(f"block must be at least 1, got {block}")
+    scale = 1.0 / math.sqrt(query.shape[-1])
+    q_len, k_len = query.shape[-2], key.shape[-2]
+    out = torch.empty(*query.shape[:-1], value.shape[-1], dtype=query.dtype, device=query.device)
+    for q0 in range(0, q_len, block):
+        q = query[..., q0 : q0 + block, :] * scale  # (..., bq, d_k)
+        m = torch.full(q.shape[:-1], float("-inf"), dtype=q.dtype, device=q.device)  # running max (..., bq)
+        total = torch.zeros_like(m)  # running sum of exp(score - m)
+        acc = torch.zeros(*q.shape[:-1], value.shape[-1], dtype=q.dtype, device=q.device)  # (..., bq, d_v)
+        for k0 in range(0, k_len if not causal else min(k_len, q0 + q.shape[-2]), block):
+            scores = q @ key[..., k0 : k0 + block, :].transpose(-2, -1)  # (..., bq, bk): one tile
+            if causal:
+                rows = torch.arange(q0, q0 + q.shape[-2], device=q.device)[:, None]
+                cols = torch.arange(k0, k0 + scores.shape[-1], device=q.device)[None, :]
+                scores = scores.masked_fill(cols > rows, float("-inf"))
+            m_new = torch.maximum(m, scores.amax(dim=-1))
+            p = torch.exp(scores - m_new[..., None])  # (..., bq, bk)
+            rescale = torch.exp(m - m_new)  # how much the old sums shrink under the new maximum
+            total = total * rescale + p.sum(dim=-1)
+            acc = acc * rescale[..., None] + p @ value[..., k0 : k0 + block, :]
+            m = m_new
+        out[..., q0 : q0 + block, :] = acc / total[..., None]
+    return out
+
+
 class MultiHeadAttention(nn.Module):
     """h attention heads over d_model / h-dimensional projections, concatenated and mixed by W_O.
 
@@ -76,31 +121,48 @@ class MultiHeadAttention(nn.Module):
     compute the same function. With ``rotary=True`` (self-attention with rotary positions) each
     head's queries and keys are rotated by their positions before the scores, so that the scores
     depend on positions only through their difference.
+
+    ``n_kv_heads`` below ``n_heads`` gives grouped-query attention (Ainslie et al. 2023; lesson 12):
+    only ``n_kv_heads`` key and value heads are projected (and cached when decoding), each shared
+    by ``n_heads / n_kv_heads`` query heads; ``n_kv_heads=1`` is multi-query attention. The
+    default, ``n_kv_heads = n_heads``, is the paper's attention.
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, rotary: bool = False
+        self,
+        d_model: int,
+        n_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        rotary: bool = False,
+        n_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        for name, value in (("d_model", d_model), ("n_heads", n_heads)):
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
         if d_model % n_heads:
             raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
+        if n_heads % n_kv_heads:
+            raise InvalidValue(
+                f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}: each key-value head serves a group"
+            )
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.n_kv_heads = n_kv_heads
         self.dropout = dropout
         self.rotary = rotary  # rotate queries and keys by their positions (RoPE; self-attention only)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * self.d_head, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.need_weights = False
         self.weights: Tensor | None = None
 
     def split_heads(self, x: Tensor) -> Tensor:
-        """(batch, seq, d_model) -> (batch, heads, seq, d_head)"""
-        batch, seq, _ = x.shape
-        return x.view(batch, seq, self.n_heads, self.d_head).transpose(1, 2)
+        """(batch, seq, heads * d_head) -> (batch, heads, seq, d_head), for query or key-value heads"""
+        batch, seq, width = x.shape
+        return x.view(batch, seq, width // self.d_head, self.d_head).transpose(1, 2)
 
     def merge_heads(self, x: Tensor) -> Tensor:
         """(batch, heads, seq, d_head) -> (batch, seq, d_model)"""
@@ -131,12 +193,15 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and static_kv and cache.k is not None:
             k, v = cache.k, cache.v  # the encoder output's, computed at the first step
         else:
-            k = self.split_heads(self.k_proj(key))  # (batch, heads, k_len, d_head)
-            v = self.split_heads(self.v_proj(value))  # (batch, heads, k_len, d_head)
+            k = self.split_heads(self.k_proj(key))  # (batch, kv_heads, k_len, d_head)
+            v = self.split_heads(self.v_proj(value))  # (batch, kv_heads, k_len, d_head)
             if self.rotary:
                 k = apply_rotary(k, offset=past)  # stored rotated: a key's position never changes
             if cache is not None:
-                k, v = cache.append(k, v)  # (batch, heads, cached + k_len, d_head)
+                k, v = cache.append(k, v)  # (batch, kv_heads, cached + k_len, d_head)
+        if self.n_kv_heads != self.n_heads:  # each key-value head serves a group of query heads
+            group = self.n_heads // self.n_kv_heads
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (batch, heads, ...)
         if mask is not None:
             check_mask(mask, query.shape[0], query.shape[1], k.shape[2])
         dropout_p = self.dropout if self.training else 0.0

@@ -66,9 +66,10 @@ class EncoderLayer(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         rotary: bool = False,
+        n_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary, n_kv_heads=n_kv_heads)
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
         self.residual1 = Residual(d_model, dropout, norm_first)
         self.residual2 = Residual(d_model, dropout, norm_first)
@@ -92,10 +93,11 @@ class DecoderLayer(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         rotary: bool = False,
+        n_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary, n_kv_heads=n_kv_heads)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, n_kv_heads=n_kv_heads)
         self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
         self.residual1 = Residual(d_model, dropout, norm_first)
         self.residual2 = Residual(d_model, dropout, norm_first)

@@ -36,6 +36,7 @@ class TransformerConfig:
     vocab_size: int
     d_model: int = 512
     n_heads: int = 8
+    n_kv_heads: int | None = None  # key-value heads (grouped-query attention, lesson 12); None: n_heads
     n_layers: int = 6  # encoder layers, and as many decoder layers
     d_ff: int = 2048
     dropout: float = 0.1  # on embeddings + positions and on every sub-layer's output
@@ -55,6 +56,11 @@ class TransformerConfig:
         if self.d_model % self.n_heads:
             raise InvalidValue(
                 f"d_model={self.d_model} must be divisible by n_heads={self.n_heads} (the paper: 512 / 8 = 64)"
+            )
+        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
+            raise InvalidValue(
+                f"n_kv_heads={self.n_kv_heads} must be a positive divisor of n_heads={self.n_heads} "
+                "(each key-value head serves a group of query heads), or null for n_heads"
             )
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
@@ -97,6 +103,7 @@ class Transformer(nn.Module):
         layer = dict(
             d_model=c.d_model,
             n_heads=c.n_heads,
+            n_kv_heads=c.n_kv_heads,
             d_ff=c.d_ff,
             dropout=c.dropout,
             attention_dropout=c.attention_dropout,
