@@ -195,6 +195,11 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(pickled), "--device", "cpu"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "holds Python objects" in line and "weights_only" not in line
+    bare = tmp_path / "bare.pt"
+    torch.save({"model": {"w": torch.ones(2)}}, bare)  # readable, but not from the train command
+    assert main(["evaluate", "--checkpoint", str(bare), "--device", "cpu"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "has no tokenizer" in line
 
 
 @pytest.fixture(scope="module")

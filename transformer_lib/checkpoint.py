@@ -82,3 +82,11 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise InvalidValue(
             f"{path} is not a readable checkpoint of this package (damaged, truncated or another format: {reason})"
         ) from None
+
+
+def load_run_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """A checkpoint written by the ``train`` command, which also holds the run's tokenizer and metadata."""
+    state = load_checkpoint(path, map_location)
+    if "tokenizer" not in state:
+        raise InvalidValue(f"{path} has no tokenizer: it was not written by 'python -m transformer_lib train'")
+    return state

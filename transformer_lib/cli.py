@@ -88,10 +88,7 @@ def _resume_state(run_dir: Path, config: dict, device: torch.device) -> dict:
             f"--resume: the config changes {'; '.join(changed)} of the run in {run_dir}; "
             "resume with the run's own config.yaml, or start a new run in another folder"
         )
-    state = checkpoint.load_checkpoint(path, map_location=device)
-    if "tokenizer" not in state:
-        raise InvalidValue(f"--resume: {path} has no tokenizer; it was not written by this command")
-    return state
+    return checkpoint.load_run_checkpoint(path, map_location=device)
 
 
 def cmd_train(args: argparse.Namespace) -> None:

@@ -12,11 +12,10 @@ import torch
 from tqdm import tqdm
 
 from transformer_lib.batching import pad_ids
-from transformer_lib.checkpoint import load_checkpoint
+from transformer_lib.checkpoint import load_run_checkpoint
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.errors import InvalidValue
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.tokenizer import Tokenizer
@@ -88,9 +87,7 @@ def evaluate_split(
 
 def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, dict]:
     """The model, tokenizer and run metadata stored in a checkpoint written by ``train``."""
-    state = load_checkpoint(checkpoint, map_location=device)
-    if "tokenizer" not in state:
-        raise InvalidValue(f"{checkpoint} has no tokenizer: it was not written by 'python -m transformer_lib train'")
+    state = load_run_checkpoint(checkpoint, map_location=device)
     model = Transformer(TransformerConfig(**state["model_config"])).to(device)
     model.load_state_dict(state["model"])
     return model.eval(), Tokenizer(state["tokenizer"]), state["meta"]
