@@ -35,6 +35,18 @@ def test_grouped_query_attention_equals_a_by_hand_reference():
     torch.testing.assert_close(mha(x, x, x, mask), expected, atol=1e-6, rtol=1e-5)
 
 
+def test_grouped_query_attention_with_a_padding_mask_and_a_cache():
+    """The fused path (no copies of the shared heads) matches the by-hand path on padded, cached input."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, n_heads=8, n_kv_heads=2).eval()
+    x = torch.randn(2, 6, 32)
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]  # (batch, 1, 1, k_len)
+    fused = mha(x, x, x, mask)
+    mha.need_weights = True
+    torch.testing.assert_close(fused, mha(x, x, x, mask), atol=1e-6, rtol=1e-5)
+    assert mha.weights[1, :, :, 4:].abs().max() == 0  # no head of the second row reads its padding
+
+
 def test_n_kv_heads_equal_to_n_heads_is_standard_attention():
     torch.manual_seed(0)
     standard = MultiHeadAttention(32, 4)

@@ -199,16 +199,17 @@ class MultiHeadAttention(nn.Module):
                 k = apply_rotary(k, offset=past)  # stored rotated: a key's position never changes
             if cache is not None:
                 k, v = cache.append(k, v)  # (batch, kv_heads, cached + k_len, d_head)
-        if self.n_kv_heads != self.n_heads:  # each key-value head serves a group of query heads
-            group = self.n_heads // self.n_kv_heads
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (batch, heads, ...)
         if mask is not None:
             check_mask(mask, query.shape[0], query.shape[1], k.shape[2])
         dropout_p = self.dropout if self.training else 0.0
+        grouped = self.n_kv_heads != self.n_heads  # each key-value head serves a group of query heads
         if self.need_weights:
+            if grouped:  # copy each key-value head to its group: (batch, heads, k_len, d_head)
+                group = self.n_heads // self.n_kv_heads
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
             out, self.weights = scaled_dot_product_attention(q, k, v, mask, dropout_p)
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        else:  # the fused kernel reads the shared heads in place, without copying them
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, enable_gqa=grouped)
             self.weights = None
         return self.out_proj(self.merge_heads(out))  # (batch, q_len, d_model)
 
