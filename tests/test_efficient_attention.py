@@ -35,8 +35,8 @@ def test_grouped_query_attention_equals_a_by_hand_reference():
     torch.testing.assert_close(mha(x, x, x, mask), expected, atol=1e-6, rtol=1e-5)
 
 
-def test_grouped_query_attention_with_a_padding_mask_and_a_cache():
-    """The fused path (no copies of the shared heads) matches the by-hand path on padded, cached input."""
+def test_grouped_query_attention_with_a_padding_mask():
+    """The fused path (no copies of the shared heads) matches the by-hand path on padded input."""
     torch.manual_seed(0)
     mha = MultiHeadAttention(32, n_heads=8, n_kv_heads=2).eval()
     x = torch.randn(2, 6, 32)
