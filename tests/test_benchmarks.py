@@ -1,8 +1,11 @@
 """The benchmark scripts run and measure what they claim (their timings are not asserted)."""
 
+import json
+
 import pytest
 import torch
 
+from transformer_lib import TransformerLibError
 from transformer_lib.benchmarks.kv_cache import benchmark, main
 
 
@@ -35,13 +38,19 @@ def test_training_flops_match_pytorchs_flop_counter():
     assert counter.get_total_flops() == training_flops(config, batch=3, src_len=7, tgt_len=5)
 
 
-def test_training_speed_benchmark_runs_on_cpu(mirror, capsys):
+def test_training_speed_benchmark_runs_on_cpu(mirror, capsys, tmp_path):
     from transformer_lib.benchmarks.training_speed import main as speed_main
 
-    speed_main(["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"])
+    out = tmp_path / "results" / "speed.json"
+    args = ["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"]
+    speed_main([*args, "--json", str(out)])
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
     assert [(r[1], r[2]) for r in rows] == [("ours", "fp32"), ("ours", "fp32+by-hand"), ("nn.Transformer", "fp32")]
     assert all(float(r[3]) > 0 for r in rows)
+    record = json.loads(out.read_text())  # the same rows, for lesson 12
+    assert record["device"] == "CPU" and record["max_tokens"] == 512
+    assert [(r["model"], r["variant"]) for r in record["rows"]] == [(r[1], r[2]) for r in rows]
+    assert [round(r["tokens_per_s"]) for r in record["rows"]] == [int(r[3]) for r in rows]
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # nn.Transformer's inference path
@@ -61,3 +70,15 @@ def test_the_benchmarks_nn_transformer_computes_our_model():
     keep = tgt != PAD_ID
     with torch.no_grad():
         assert torch.allclose(theirs(src, tgt)[keep], ours(src, tgt)[keep], atol=1e-5)
+
+
+def test_attention_cost_measures_the_full_matrix_and_its_absence():
+    """By hand, one call holds the (n, n) scores and their softmax; the fused kernel holds neither."""
+    from transformer_lib.benchmarks.attention_cost import peak_memory_mb
+
+    n, heads = 1024, 4
+    two_matrices_mib = 2 * heads * n * n * 4 / 2**20  # float32 scores and weights: 32 MiB
+    assert 0.8 * two_matrices_mib < peak_memory_mb("by hand", n, heads) < 1.5 * two_matrices_mib
+    assert peak_memory_mb("fused", n, heads) < 0.25 * two_matrices_mib
+    with pytest.raises(TransformerLibError, match="unknown kernel 'flash'; choose one of by hand, fused, tiled"):
+        peak_memory_mb("flash", n)

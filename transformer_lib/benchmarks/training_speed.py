@@ -2,6 +2,7 @@
 
     python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
         [--max-tokens 8192] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
+    [--json results/speed.json]
 
 Both models get the same configuration, the same Multi30k de→en token batches and the same
 training step, the :class:`~transformer_lib.training.Trainer`'s (label-smoothed loss, clipping,
@@ -14,15 +15,19 @@ padded batches, as the hardware computes them) over the GPU's dense bf16 peak.
 Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``+compile`` (``torch.compile``),
 ``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
 ``scaled_dot_product_attention``; not applicable to ``nn.Transformer``). On a CPU the bf16 and
-compile variants are skipped; use the CPU only to check that the script runs.
+compile variants are skipped; use the CPU only to check that the script runs. ``--json`` also
+writes the table, with the device, the torch version and the date, for lesson 12 to show.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import statistics
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
@@ -30,6 +35,7 @@ from torch import Tensor, nn
 from transformer_lib.attention import causal_mask, keep_attention_weights
 from transformer_lib.batching import encode_pairs
 from transformer_lib.data import load_pairs
+from transformer_lib.files import write_text
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.special_tokens import PAD_ID
@@ -162,6 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: from its name)")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file (e.g. results/speed.json)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     peak = args.peak_tflops or peak_tflops(device)
@@ -173,6 +180,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{'preset':<6} {'model':<15} {'variant':<13} {'tokens/s':>9} {'step ms':>8} "
         f"{'peak GB':>8} {'TFLOP/s':>8} {'MFU':>6}"
     )
+    rows = []
     for preset in args.presets:
         config = TransformerConfig.preset(preset, vocab_size=vocab_size)
         for model_name in ("ours", "nn.Transformer"):
@@ -182,6 +190,7 @@ def main(argv: list[str] | None = None) -> None:
                 if model_name != "ours" and "by-hand" in variant:
                     continue
                 r = run_variant(model_name, variant, config, task, batches, args.warmup, device)
+                rows.append({"preset": preset, "model": model_name, "variant": variant, **r})
                 memory = f"{r['peak_mem_gb']:.2f}" if r["peak_mem_gb"] is not None else "-"
                 mfu = f"{100 * r['tflops'] / peak:.1f}%" if peak else "-"
                 print(
@@ -189,6 +198,17 @@ def main(argv: list[str] | None = None) -> None:
                     f"{memory:>8} {r['tflops']:>8.2f} {mfu:>6}",
                     flush=True,
                 )
+    if args.json:
+        record = {
+            "device": name,
+            "torch": torch.__version__,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "max_tokens": args.max_tokens,
+            "peak_tflops": peak,
+            "rows": rows,
+        }
+        write_text(args.json, json.dumps(record, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
 
 
 if __name__ == "__main__":
