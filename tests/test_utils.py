@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import torch
 
 from transformer_lib import setup
@@ -23,3 +27,18 @@ def test_setup_respects_the_readers_thread_count(monkeypatch):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_setup_keeps_compiled_code_vectorised_when_aten_is_emulating_an_older_cpu():
+    """Under ATEN_CPU_CAPABILITY=default, torch.compile would generate scalar C++ that does not build."""
+    code = (
+        "from transformer_lib import setup\n"
+        "from torch._inductor import config\n"
+        "from torch._inductor.cpu_vec_isa import valid_vec_isa_list\n"
+        "setup()\n"
+        "available = valid_vec_isa_list()\n"
+        "print(config.cpp.simdlen == (available[0].bit_width() if available else None))\n"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert result.stdout.strip() == "True", result.stderr[-500:]

@@ -40,8 +40,26 @@ def setup(seed: int = 0, threads: int | None = 2) -> torch.device:
         threads = int(os.environ["OMP_NUM_THREADS"])
     if threads is not None and threads > 0:
         torch.set_num_threads(threads)
+    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() == "default":
+        _compile_for_this_cpu()
     seed_everything(seed)
     return pick_device()
+
+
+def _compile_for_this_cpu() -> None:
+    """Let ``torch.compile`` use the vector instructions of the CPU it runs on.
+
+    ``ATEN_CPU_CAPABILITY=default`` (how the book's CI emulates a CPU without vector units)
+    switches off PyTorch's vectorised kernels, and ``torch.compile`` reads the same variable:
+    it then generates scalar C++ that, in PyTorch 2.13, does not build. The emulation is meant
+    for PyTorch's own kernels, so compiled code keeps the width the hardware has.
+    """
+    from torch._inductor import config
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    available = valid_vec_isa_list()
+    if available:
+        config.cpp.simdlen = available[0].bit_width()
 
 
 def environment(device: torch.device) -> dict:
