@@ -9,7 +9,7 @@ a batch. Sorting by length before cutting batches keeps the padding small; shuff
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -76,16 +76,22 @@ def example_size(example: tuple[list[int], list[int]]) -> int:
 
 
 def token_batches(
-    examples: Sequence[tuple[list[int], list[int]]], max_tokens: int, shuffle: bool = True, seed: int = 0
+    examples: Sequence,
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    size: Callable[..., int] = example_size,
 ) -> list[list[int]]:
     """Indices of ``examples`` cut into batches of at most ``max_tokens`` padded token slots.
 
-    Every example appears in exactly one batch. Examples are sorted by size (ties broken at
-    random with ``seed``), cut greedily, and the batches shuffled with ``seed``; the same seed
-    gives the same batches, which is what makes resuming exact.
+    ``size(example)`` is the token slots one example needs: :func:`example_size` for sentence
+    pairs, ``len`` for single sequences (lesson 13's language models). Every example appears in
+    exactly one batch. Examples are sorted by size (ties broken at random with ``seed``), cut
+    greedily, and the batches shuffled with ``seed``; the same seed gives the same batches,
+    which is what makes resuming exact.
     """
     rng = random.Random(seed)
-    sizes = [example_size(e) for e in examples]
+    sizes = [size(e) for e in examples]
     too_long = [i for i, n in enumerate(sizes) if n > max_tokens]
     if too_long:
         raise InvalidValue(

@@ -77,19 +77,30 @@ def sample(
     Temperature below 1 sharpens the distribution (towards greedy decoding), above 1 flattens it;
     ``top_k=1`` is greedy decoding. Pass a seeded ``generator`` (on the model's device) to repeat a draw.
     """
+    check_sampling(temperature, top_k)
+    return _generate(
+        model, src, lambda logits: sample_token(logits, temperature, top_k, generator), max_extra, use_cache
+    )
+
+
+def check_sampling(temperature: float, top_k: int | None) -> None:
+    """Raise a clear error for settings :func:`sample_token` cannot use."""
     if not temperature > 0:
-        raise InvalidValue(f"temperature must be positive (greedy_decode is the limit at 0), got {temperature}")
+        raise InvalidValue(f"temperature must be positive (greedy decoding is the limit at 0), got {temperature}")
     if top_k is not None and top_k < 1:
         raise InvalidValue(f"top_k must be at least 1 (or None for the whole vocabulary), got {top_k}")
 
-    def pick(logits: Tensor) -> Tensor:  # (batch, vocab) -> (batch,)
-        logits = logits / temperature
-        if top_k is not None:
-            kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (batch, 1)
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
 
-    return _generate(model, src, pick, max_extra, use_cache)
+def sample_token(
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None
+) -> Tensor:
+    """One token per row of (batch, vocab) ``logits``, drawn from softmax(logits / temperature)
+    among the ``top_k`` most probable; (batch,) ids."""
+    logits = logits / temperature
+    if top_k is not None:
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (batch, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    return torch.multinomial(logits.softmax(dim=-1), 1, generator=generator).squeeze(-1)
 
 
 def length_penalty(length: Tensor, alpha: float) -> Tensor:

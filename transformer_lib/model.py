@@ -90,6 +90,20 @@ class TransformerConfig:
         return dataclasses.replace(self, **changes)
 
 
+def layer_settings(c: TransformerConfig) -> dict:
+    """The keyword arguments every layer of a stack built from ``c`` takes (encoder, decoder, lesson 13's variants)."""
+    return dict(
+        d_model=c.d_model,
+        n_heads=c.n_heads,
+        n_kv_heads=c.n_kv_heads,
+        d_ff=c.d_ff,
+        dropout=c.dropout,
+        attention_dropout=c.attention_dropout,
+        activation=c.activation,
+        rotary=c.positional == "rotary",
+    )
+
+
 class Transformer(nn.Module):
     """Encoder-decoder Transformer: source ids and shifted target ids in, next-token logits out."""
 
@@ -100,18 +114,8 @@ class Transformer(nn.Module):
         self.src_embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(c.vocab_size, c.d_model)
         self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
-        layer = dict(
-            d_model=c.d_model,
-            n_heads=c.n_heads,
-            n_kv_heads=c.n_kv_heads,
-            d_ff=c.d_ff,
-            dropout=c.dropout,
-            attention_dropout=c.attention_dropout,
-            activation=c.activation,
-            rotary=c.positional == "rotary",
-        )
-        self.encoder = Encoder(c.n_layers, c.norm_first, **layer)
-        self.decoder = Decoder(c.n_layers, c.norm_first, **layer)
+        self.encoder = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
+        self.decoder = Decoder(c.n_layers, c.norm_first, **layer_settings(c))
         self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._init_weights()
         if c.tie_embeddings:

@@ -8,13 +8,14 @@ masks mean the opposite of ours (True = *may not* attend).
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import torch
 from torch import Tensor, nn
 
 from transformer_lib.attention import MultiHeadAttention
-from transformer_lib.layers import DecoderLayer, EncoderLayer, Residual
+from transformer_lib.layers import DecoderLayer, Encoder, EncoderLayer, Residual
 from transformer_lib.model import Transformer
 
 
@@ -92,14 +93,30 @@ def torch_transformer(ours: Transformer) -> nn.Transformer:
             batch_first=True,
             norm_first=c.norm_first,
         )
-    ref.encoder.layers = nn.ModuleList(torch_encoder_layer(layer) for layer in ours.encoder.layers)
+    ref.encoder = torch_encoder(ours.encoder)
     ref.decoder.layers = nn.ModuleList(torch_decoder_layer(layer) for layer in ours.decoder.layers)
     if c.norm_first:
-        ref.encoder.norm.load_state_dict(ours.encoder.norm.state_dict())
         ref.decoder.norm.load_state_dict(ours.decoder.norm.state_dict())
     else:
-        ref.encoder.norm = ref.decoder.norm = None
+        ref.decoder.norm = None
     return ref.to(ours.generator.weight.dtype)
+
+
+@torch.no_grad()
+def torch_encoder(ours: Encoder) -> nn.TransformerEncoder:
+    """An ``nn.TransformerEncoder`` computing what our stack of encoder layers computes.
+
+    The reference for the encoder of :class:`~transformer_lib.model.Transformer` and for the
+    stacks of lesson 13's BERT (a padding mask) and GPT (a causal mask, PyTorch's ``mask``).
+    A post-norm stack has no final LayerNorm, so the reference's is removed.
+    """
+    first = ours.layers[0]
+    with warnings.catch_warnings():  # "enable_nested_tensor ... norm_first": a fast path we do not use
+        warnings.simplefilter("ignore", UserWarning)
+        ref = nn.TransformerEncoder(torch_encoder_layer(first), len(ours.layers), enable_nested_tensor=False)
+    ref.layers = nn.ModuleList(torch_encoder_layer(layer) for layer in ours.layers)
+    ref.norm = copy.deepcopy(ours.norm) if first.residual1.norm_first else None
+    return ref
 
 
 def torch_masks(src: Tensor, tgt: Tensor, pad_id: int) -> dict[str, Tensor]:

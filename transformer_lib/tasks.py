@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -117,3 +118,74 @@ class TranslationTask:
             reduction="sum",
         )
         return loss, batch.n_tokens
+
+
+@dataclass
+class LabelledBatch:
+    """Inputs (token ids or images) and their class labels."""
+
+    inputs: Tensor
+    labels: Tensor
+
+    def to(self, device: torch.device | str) -> LabelledBatch:
+        return LabelledBatch(self.inputs.to(device), self.labels.to(device))
+
+
+class ClassificationTask:
+    """One label per example: (N, ...) ``inputs`` (images, or token ids padded on the right) and (N,) ``labels``.
+
+    Batches of ``batch_size`` examples in a new random order every epoch (``seed + epoch``); token
+    batches are cut to their longest row. The loss is cross-entropy; its items are examples.
+    """
+
+    def __init__(
+        self,
+        inputs: Tensor,
+        labels: Tensor,
+        val_inputs: Tensor | None = None,
+        val_labels: Tensor | None = None,
+        batch_size: int = 64,
+        seed: int = 0,
+    ) -> None:
+        if len(inputs) == 0:
+            raise InvalidValue("the training set is empty: there is nothing to train on")
+        for x, y in ((inputs, labels), (val_inputs, val_labels)):
+            if (x is None) != (y is None) or (x is not None and len(x) != len(y)):
+                raise InvalidValue("inputs and labels must come in pairs of equal length")
+        if batch_size < 1:
+            raise InvalidValue(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.sets = {True: (inputs, labels), False: (val_inputs, val_labels)}
+        self.batch_size, self.seed = batch_size, seed
+
+    def _chunks(self, order: list[int]) -> list[list[int]]:
+        return [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+
+    def train_batches(self, epoch: int) -> list[list[int]]:
+        order = torch.randperm(len(self.sets[True][0]), generator=torch.Generator().manual_seed(self.seed + epoch))
+        return self._chunks(order.tolist())
+
+    def val_batches(self) -> list[list[int]]:
+        val_inputs = self.sets[False][0]
+        return self._chunks(list(range(len(val_inputs)))) if val_inputs is not None else []
+
+    def make_batch(self, indices: Sequence[int], train: bool) -> LabelledBatch:
+        inputs, labels = self.sets[train]
+        x = inputs[list(indices)]
+        if not x.is_floating_point():  # token ids: drop the columns that are padding in every row
+            x = x[:, : int((x != PAD_ID).sum(dim=1).max())]
+        return LabelledBatch(x, labels[list(indices)])
+
+    def loss(self, model: nn.Module, batch: LabelledBatch, train: bool) -> tuple[Tensor, int]:
+        return F.cross_entropy(model(batch.inputs).float(), batch.labels, reduction="sum"), len(batch.labels)
+
+
+@torch.no_grad()
+def accuracy(model: nn.Module, inputs: Tensor, labels: Tensor, batch_size: int = 256) -> float:
+    """Share of ``inputs`` whose most probable class is the label (the model in eval mode)."""
+    model.eval()
+    device = next(model.parameters()).device
+    hits = sum(
+        int((model(inputs[i : i + batch_size].to(device)).argmax(-1) == labels[i : i + batch_size].to(device)).sum())
+        for i in range(0, len(inputs), batch_size)
+    )
+    return hits / len(inputs)

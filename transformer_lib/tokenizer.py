@@ -55,12 +55,15 @@ class Tokenizer:
         vocab_size: int,
         model_type: str = "bpe",
         character_coverage: float = 1.0,
+        extra_symbols: Sequence[str] = (),
     ) -> Tokenizer:
         """Learn a vocabulary of ``vocab_size`` pieces (special ids included) from ``sentences``.
 
         ``model_type`` is ``"bpe"``, byte-pair encoding as in the paper (Sennrich et al., 2016),
         or ``"unigram"``, SentencePiece's own default. Every sentence is used, in the order
-        given, on one thread, so training is deterministic.
+        given, on one thread, so training is deterministic. ``extra_symbols`` are further special
+        tokens (say BERT's ``"<mask>"``, lesson 13), given the ids that follow the four of
+        :data:`~transformer_lib.special_tokens.SPECIAL_TOKENS`, in order.
         """
         if model_type not in ("unigram", "bpe"):
             raise InvalidValue(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")
@@ -79,6 +82,7 @@ class Tokenizer:
                 eos_id=EOS_ID,
                 unk_id=UNK_ID,
                 bos_piece="<bos>",
+                user_defined_symbols=list(extra_symbols),
                 eos_piece="<eos>",
                 input_sentence_size=0,  # use every sentence
                 shuffle_input_sentence=False,

@@ -1,0 +1,134 @@
+"""Decoder-only: a GPT-style language model (lesson 13; Radford et al., 2018).
+
+Drop the encoder, and the decoder's cross-attention has nothing to attend to: what remains of a
+decoder layer is causal self-attention and the feed-forward network, which is exactly the
+package's :class:`~transformer_lib.layers.EncoderLayer` run with a causal mask. Trained to
+predict every next token of plain text, the model generates text one token at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer_lib.attention import causal_mask
+from transformer_lib.batching import pad_ids, token_batches
+from transformer_lib.decoding import check_sampling, sample_token
+from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
+from transformer_lib.errors import InvalidValue
+from transformer_lib.layers import Encoder
+from transformer_lib.model import TransformerConfig, layer_settings
+from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
+
+
+class GPT(nn.Module):
+    """Token ids in, next-token logits out; position t sees only positions 0..t.
+
+    Sizes come from a :class:`~transformer_lib.model.TransformerConfig` (``n_layers`` is the one
+    stack's depth). GPT-2 and its successors are pre-norm (``norm_first=True``); the output
+    projection shares the embedding matrix when ``tie_embeddings``.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.d_model = c.d_model
+        self.embed = TokenEmbedding(c.vocab_size, c.d_model)
+        self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
+        self.blocks = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
+        self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.generator.weight = self.embed.weight
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """(batch, seq) ids -> logits (batch, seq, vocab_size); position t scores token t + 1.
+
+        Right padding needs no mask of its own: the causal mask already hides every later
+        position, and padding only follows the real tokens.
+        """
+        if tokens.dim() != 2:
+            raise InvalidValue(f"tokens must be (batch, seq) ids, got shape {tuple(tokens.shape)}")
+        x = self.positional(self.embed(tokens))  # (batch, seq, d_model)
+        return self.generator(self.blocks(x, causal_mask(tokens.shape[1], tokens.device)))
+
+
+@torch.no_grad()
+def generate(
+    model: GPT,
+    prompt: Tensor,
+    max_new: int = 30,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    greedy: bool = False,
+    generator: torch.Generator | None = None,
+) -> list[list[int]]:
+    """Continue each row of ``prompt`` (batch, len), all rows of one length, until ``<eos>``.
+
+    Every step scores the whole prefix again (captions are short; lesson 10's key-value cache
+    would make each step cost one position). ``greedy`` takes the most probable token, else it is
+    drawn as in :func:`~transformer_lib.decoding.sample_token`. Returns the new ids of each row,
+    without the ``<eos>``.
+    """
+    check_sampling(temperature, top_k)
+    if prompt.dim() != 2 or prompt.shape[1] == 0:
+        raise InvalidValue(f"prompt must be (batch, len) ids with len >= 1, got shape {tuple(prompt.shape)}")
+    model.eval()
+    tokens = prompt
+    done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+    for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
+        logits = model(tokens)[:, -1]  # (batch, vocab)
+        logits[:, [PAD_ID, BOS_ID]] = float("-inf")
+        next_token = logits.argmax(dim=-1) if greedy else sample_token(logits, temperature, top_k, generator)
+        next_token = torch.where(done, PAD_ID, next_token)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        done |= next_token == EOS_ID
+        if done.all():
+            break
+    out = []
+    for row in tokens[:, prompt.shape[1] :].tolist():
+        row = row[: row.index(EOS_ID)] if EOS_ID in row else row
+        out.append([i for i in row if i != PAD_ID])
+    return out
+
+
+class LanguageModelTask:
+    """Next-token prediction over sequences that start with ``<bos>`` and end with ``<eos>``.
+
+    Batches hold sequences of similar length under a budget of ``max_tokens`` token slots
+    (shuffled with ``seed + epoch``); the loss is the cross-entropy of every next token, padding
+    excluded, and its items are those tokens (so exp(validation loss) is the perplexity).
+    """
+
+    def __init__(
+        self,
+        train: Sequence[Sequence[int]],
+        val: Sequence[Sequence[int]] | None = None,
+        max_tokens: int = 2048,
+        seed: int = 0,
+    ) -> None:
+        if not train:
+            raise InvalidValue("the training set is empty: there is nothing to train on")
+        short = [i for i, s in enumerate(list(train) + list(val or [])) if len(s) < 2]
+        if short:
+            raise InvalidValue(f"{len(short)} sequences have fewer than 2 tokens: there is no next token to predict")
+        self.train, self.val = train, val or []
+        self.max_tokens, self.seed = max_tokens, seed
+
+    def train_batches(self, epoch: int) -> list[list[int]]:
+        return token_batches(self.train, self.max_tokens, shuffle=True, seed=self.seed + epoch, size=len)
+
+    def val_batches(self) -> list[list[int]]:
+        return token_batches(self.val, self.max_tokens, shuffle=False, size=len) if self.val else []
+
+    def make_batch(self, indices: Sequence[int], train: bool) -> Tensor:
+        examples = self.train if train else self.val
+        return pad_ids([examples[i] for i in indices])  # (batch, longest)
+
+    def loss(self, model: nn.Module, batch: Tensor, train: bool) -> tuple[Tensor, int]:
+        logits = model(batch[:, :-1])  # (batch, seq - 1, vocab)
+        target = batch[:, 1:]
+        loss = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD_ID, reduction="sum")
+        return loss, int((target != PAD_ID).sum())
