@@ -29,6 +29,7 @@ from transformer_lib.batching import (
     padding_fraction,
     token_batches,
 )
+from transformer_lib.bert import BERT, MaskedLMTask, SequenceClassifier, mask_tokens
 from transformer_lib.cache import AttentionCache, KVCache, LayerCache
 from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
@@ -43,6 +44,7 @@ from transformer_lib.embeddings import (
     sinusoidal_table,
 )
 from transformer_lib.errors import Interrupted, InvalidType, InvalidValue, MissingFile, TransformerLibError
+from transformer_lib.gpt import GPT, LanguageModelTask, generate
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
 from transformer_lib.model import (
@@ -53,9 +55,10 @@ from transformer_lib.model import (
     parameter_breakdown,
 )
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_lib.tasks import Task, TaskConfig, TranslationTask
+from transformer_lib.tasks import ClassificationTask, LabelledBatch, Task, TaskConfig, TranslationTask, accuracy
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
+from transformer_lib.vit import VisionTransformer, ViTConfig, patchify
 
 __version__ = "0.1.0"
 
@@ -70,8 +73,10 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "BERT",
     "BOS_ID",
     "EOS_ID",
+    "GPT",
     "LANGUAGES",
     "PAD_ID",
     "PRESETS",
@@ -80,6 +85,7 @@ __all__ = [
     "UNK_ID",
     "AttentionCache",
     "Batch",
+    "ClassificationTask",
     "DataError",
     "Decoder",
     "DecoderLayer",
@@ -90,10 +96,14 @@ __all__ = [
     "InvalidType",
     "InvalidValue",
     "KVCache",
+    "LabelledBatch",
+    "LanguageModelTask",
     "LayerCache",
     "LearnedPositionalEncoding",
+    "MaskedLMTask",
     "MissingFile",
     "MultiHeadAttention",
+    "SequenceClassifier",
     "SinusoidalPositionalEncoding",
     "Task",
     "TaskConfig",
@@ -105,6 +115,9 @@ __all__ = [
     "TransformerConfig",
     "TransformerLibError",
     "TranslationTask",
+    "ViTConfig",
+    "VisionTransformer",
+    "accuracy",
     "alibi_bias",
     "alibi_slopes",
     "apply_rotary",
@@ -115,17 +128,20 @@ __all__ = [
     "count_parameters",
     "encode_pairs",
     "example_size",
+    "generate",
     "greedy_decode",
     "keep_attention_weights",
     "label_smoothed_cross_entropy",
     "load_checkpoint",
     "load_multi30k",
     "load_pairs",
+    "mask_tokens",
     "noam_lr",
     "pad_ids",
     "padding_fraction",
     "padding_mask",
     "parameter_breakdown",
+    "patchify",
     "pick_device",
     "sacrebleu_score",
     "sample",
