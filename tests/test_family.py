@@ -118,7 +118,7 @@ def test_bert_encoder_equals_torch_encoder_with_a_padding_mask():
     x[0, 5:] = PAD_ID
     with torch.no_grad():
         got = model.encode(x)
-        expected = torch_encoder(model.encoder).eval()(
+        expected = torch_encoder(model.blocks).eval()(
             model.positional(model.embed(x)), src_key_padding_mask=x == PAD_ID
         )
     keep = x != PAD_ID

@@ -17,33 +17,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.attention import padding_mask
-from transformer_lib.batching import pad_ids, token_batches
-from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
+from transformer_lib.batching import pad_ids
 from transformer_lib.errors import InvalidValue
-from transformer_lib.layers import Encoder
-from transformer_lib.model import TransformerConfig, layer_settings
+from transformer_lib.gpt import LanguageModelTask
+from transformer_lib.model import SingleStack
 from transformer_lib.special_tokens import PAD_ID
 
 
-class BERT(nn.Module):
+class BERT(SingleStack):
     """Token ids in; contextual vectors (:meth:`encode`) or masked-token logits (``forward``) out."""
-
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        self.config = c = config
-        self.d_model = c.d_model
-        self.embed = TokenEmbedding(c.vocab_size, c.d_model)
-        self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
-        self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        if c.tie_embeddings:
-            self.generator.weight = self.embed.weight
 
     def encode(self, tokens: Tensor) -> Tensor:
         """(batch, seq) ids -> (batch, seq, d_model); every position sees every non-padding position."""
-        if tokens.dim() != 2:
-            raise InvalidValue(f"tokens must be (batch, seq) ids, got shape {tuple(tokens.shape)}")
-        return self.encoder(self.positional(self.embed(tokens)), padding_mask(tokens, PAD_ID))
+        return self.hidden(tokens, padding_mask(tokens, PAD_ID))
 
     def forward(self, tokens: Tensor) -> Tensor:
         """(batch, seq) ids -> logits (batch, seq, vocab_size) for the token at each position."""
@@ -104,7 +90,7 @@ def _batch_seed(seed: int, indices: Sequence[int]) -> int:
     return zlib.crc32(repr((seed, list(indices))).encode())
 
 
-class MaskedLMTask:
+class MaskedLMTask(LanguageModelTask):
     """Masked-language-model pre-training on sequences of ids (each as the model will read it).
 
     Batches as in :class:`~transformer_lib.gpt.LanguageModelTask`; each batch is masked with
@@ -124,17 +110,8 @@ class MaskedLMTask:
         max_tokens: int = 2048,
         seed: int = 0,
     ) -> None:
-        if not train:
-            raise InvalidValue("the training set is empty: there is nothing to train on")
-        self.train, self.val = train, val or []
+        super().__init__(train, val, max_tokens, seed)
         self.mask_id, self.vocab_size, self.protected, self.rate = mask_id, vocab_size, list(protected), rate
-        self.max_tokens, self.seed = max_tokens, seed
-
-    def train_batches(self, epoch: int) -> list[list[int]]:
-        return token_batches(self.train, self.max_tokens, shuffle=True, seed=self.seed + epoch, size=len)
-
-    def val_batches(self) -> list[list[int]]:
-        return token_batches(self.val, self.max_tokens, shuffle=False, size=len) if self.val else []
 
     def make_batch(self, indices: Sequence[int], train: bool) -> Tensor:
         """(2, batch, seq): the corrupted inputs stacked on the labels."""

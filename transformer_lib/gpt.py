@@ -17,14 +17,12 @@ from torch import Tensor, nn
 from transformer_lib.attention import causal_mask
 from transformer_lib.batching import pad_ids, token_batches
 from transformer_lib.decoding import check_sampling, sample_token
-from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
 from transformer_lib.errors import InvalidValue
-from transformer_lib.layers import Encoder
-from transformer_lib.model import TransformerConfig, layer_settings
+from transformer_lib.model import SingleStack
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
-class GPT(nn.Module):
+class GPT(SingleStack):
     """Token ids in, next-token logits out; position t sees only positions 0..t.
 
     Sizes come from a :class:`~transformer_lib.model.TransformerConfig` (``n_layers`` is the one
@@ -32,27 +30,13 @@ class GPT(nn.Module):
     projection shares the embedding matrix when ``tie_embeddings``.
     """
 
-    def __init__(self, config: TransformerConfig) -> None:
-        super().__init__()
-        self.config = c = config
-        self.d_model = c.d_model
-        self.embed = TokenEmbedding(c.vocab_size, c.d_model)
-        self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
-        self.blocks = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
-        self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
-        if c.tie_embeddings:
-            self.generator.weight = self.embed.weight
-
     def forward(self, tokens: Tensor) -> Tensor:
         """(batch, seq) ids -> logits (batch, seq, vocab_size); position t scores token t + 1.
 
         Right padding needs no mask of its own: the causal mask already hides every later
         position, and padding only follows the real tokens.
         """
-        if tokens.dim() != 2:
-            raise InvalidValue(f"tokens must be (batch, seq) ids, got shape {tuple(tokens.shape)}")
-        x = self.positional(self.embed(tokens))  # (batch, seq, d_model)
-        return self.generator(self.blocks(x, causal_mask(tokens.shape[1], tokens.device)))
+        return self.generator(self.hidden(tokens, causal_mask(tokens.shape[-1], tokens.device)))
 
 
 @torch.no_grad()

@@ -173,6 +173,30 @@ class Transformer(nn.Module):
         return self.decode(tgt, memory, src_mask)
 
 
+class SingleStack(nn.Module):
+    """Embedded tokens through one stack of encoder layers, and an output projection (tied when
+    ``tie_embeddings``): the body of lesson 13's GPT and BERT, which differ in the mask they give
+    :meth:`hidden` (causal or padding) and in what they are trained to predict.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.d_model = c.d_model  # what the Trainer's warm-up schedule scales with
+        self.embed = TokenEmbedding(c.vocab_size, c.d_model)
+        self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
+        self.blocks = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
+        self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
+        if c.tie_embeddings:
+            self.generator.weight = self.embed.weight
+
+    def hidden(self, tokens: Tensor, mask: Tensor) -> Tensor:
+        """(batch, seq) ids -> (batch, seq, d_model), attending as ``mask`` allows."""
+        if tokens.dim() != 2:
+            raise InvalidValue(f"tokens must be (batch, seq) ids, got shape {tuple(tokens.shape)}")
+        return self.blocks(self.positional(self.embed(tokens)), mask)
+
+
 def count_parameters(module: nn.Module) -> int:
     """Number of trainable numbers; a tied matrix counts once."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
