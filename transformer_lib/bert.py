@@ -13,7 +13,6 @@ import zlib
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.attention import padding_mask
@@ -22,6 +21,7 @@ from transformer_lib.errors import InvalidValue
 from transformer_lib.gpt import LanguageModelTask
 from transformer_lib.model import SingleStack
 from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.tasks import LabelledBatch, token_cross_entropy
 
 
 class BERT(SingleStack):
@@ -113,14 +113,11 @@ class MaskedLMTask(LanguageModelTask):
         super().__init__(train, val, max_tokens, seed)
         self.mask_id, self.vocab_size, self.protected, self.rate = mask_id, vocab_size, list(protected), rate
 
-    def make_batch(self, indices: Sequence[int], train: bool) -> Tensor:
-        """(2, batch, seq): the corrupted inputs stacked on the labels."""
+    def make_batch(self, indices: Sequence[int], train: bool) -> LabelledBatch:
+        """The corrupted inputs and, as labels, the hidden tokens (``PAD_ID`` where nothing is hidden)."""
         tokens = pad_ids([(self.train if train else self.val)[i] for i in indices])
         generator = torch.Generator().manual_seed(_batch_seed(self.seed if train else -1, indices))
-        return torch.stack(mask_tokens(tokens, self.mask_id, self.vocab_size, self.protected, self.rate, generator))
+        return LabelledBatch(*mask_tokens(tokens, self.mask_id, self.vocab_size, self.protected, self.rate, generator))
 
-    def loss(self, model: nn.Module, batch: Tensor, train: bool) -> tuple[Tensor, int]:
-        inputs, labels = batch
-        logits = model(inputs)  # (batch, seq, vocab)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=PAD_ID, reduction="sum")
-        return loss, int((labels != PAD_ID).sum())
+    def loss(self, model: nn.Module, batch: LabelledBatch, train: bool) -> tuple[Tensor, int]:
+        return token_cross_entropy(model(batch.inputs), batch.labels)

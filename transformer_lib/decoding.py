@@ -34,17 +34,20 @@ def _length_limits(src: Tensor, max_extra: int, max_len: int) -> Tensor:
     return ((src != PAD_ID).sum(dim=1) + max_extra).clamp_max(max_len - 1)  # (batch,)
 
 
-def _generate(
-    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], max_extra: int, use_cache: bool
+def extend(
+    tokens: Tensor, next_logits: Callable[[Tensor], Tensor], pick: Callable[[Tensor], Tensor], limits: Tensor
 ) -> list[list[int]]:
-    """One token per step for every sentence, chosen by ``pick`` from the (batch, vocab) next-token logits."""
-    memory, src_mask = model.encode(src)
-    limits = _length_limits(src, max_extra, model.config.max_len)
-    tokens = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
-    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-    cache = model.new_cache() if use_cache else None
+    """Append one token per step to every row of ``tokens`` (batch, len) until ``<eos>``.
+
+    ``next_logits(tokens)`` scores the next token of each row, (batch, vocab); ``pick`` chooses
+    from those scores, (batch,). Row ``i`` gets at most ``limits[i]`` new tokens, the last of them
+    ``<eos>``. Returns each row's new ids without the ``<eos>``. The loop of every decoder here:
+    the translator's (:func:`greedy_decode`, :func:`sample`) and lesson 13's GPT.
+    """
+    start = tokens.shape[1]
+    done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     for step in range(int(limits.max())):
-        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
+        logits = next_logits(tokens)
         logits[:, NEVER_GENERATED] = float("-inf")
         next_token = pick(logits)  # (batch,)
         next_token = torch.where(step + 1 >= limits, EOS_ID, next_token)  # the last allowed token ends it
@@ -53,7 +56,21 @@ def _generate(
         done |= next_token == EOS_ID
         if done.all():
             break
-    return [_strip(row[1:]) for row in tokens]
+    return [_strip(row[start:]) for row in tokens]
+
+
+def _generate(
+    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], max_extra: int, use_cache: bool
+) -> list[list[int]]:
+    """One token per step for every sentence, chosen by ``pick`` from the (batch, vocab) next-token logits."""
+    memory, src_mask = model.encode(src)
+    cache = model.new_cache() if use_cache else None
+
+    def next_logits(tokens: Tensor) -> Tensor:
+        return model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
+
+    bos = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
+    return extend(bos, next_logits, pick, _length_limits(src, max_extra, model.config.max_len))
 
 
 @torch.no_grad()

@@ -11,15 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.attention import causal_mask
 from transformer_lib.batching import pad_ids, token_batches
-from transformer_lib.decoding import check_sampling, sample_token
+from transformer_lib.decoding import check_sampling, extend, sample_token
 from transformer_lib.errors import InvalidValue
 from transformer_lib.model import SingleStack
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from transformer_lib.tasks import token_cross_entropy
 
 
 class GPT(SingleStack):
@@ -60,22 +59,13 @@ def generate(
     if prompt.dim() != 2 or prompt.shape[1] == 0:
         raise InvalidValue(f"prompt must be (batch, len) ids with len >= 1, got shape {tuple(prompt.shape)}")
     model.eval()
-    tokens = prompt
-    done = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
-        logits = model(tokens)[:, -1]  # (batch, vocab)
-        logits[:, [PAD_ID, BOS_ID]] = float("-inf")
-        next_token = logits.argmax(dim=-1) if greedy else sample_token(logits, temperature, top_k, generator)
-        next_token = torch.where(done, PAD_ID, next_token)
-        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
-        done |= next_token == EOS_ID
-        if done.all():
-            break
-    out = []
-    for row in tokens[:, prompt.shape[1] :].tolist():
-        row = row[: row.index(EOS_ID)] if EOS_ID in row else row
-        out.append([i for i in row if i != PAD_ID])
-    return out
+    n_new = min(max_new, model.config.max_len - prompt.shape[1])
+    limits = torch.full((prompt.shape[0],), n_new + 1, device=prompt.device)  # + 1: the <eos> it may end with
+
+    def pick(logits: Tensor) -> Tensor:
+        return logits.argmax(dim=-1) if greedy else sample_token(logits, temperature, top_k, generator)
+
+    return extend(prompt, lambda tokens: model(tokens)[:, -1], pick, limits)
 
 
 class LanguageModelTask:
@@ -112,7 +102,4 @@ class LanguageModelTask:
         return pad_ids([examples[i] for i in indices])  # (batch, longest)
 
     def loss(self, model: nn.Module, batch: Tensor, train: bool) -> tuple[Tensor, int]:
-        logits = model(batch[:, :-1])  # (batch, seq - 1, vocab)
-        target = batch[:, 1:]
-        loss = F.cross_entropy(logits.float().flatten(0, 1), target.flatten(), ignore_index=PAD_ID, reduction="sum")
-        return loss, int((target != PAD_ID).sum())
+        return token_cross_entropy(model(batch[:, :-1]), batch[:, 1:])  # position t predicts token t + 1

@@ -57,6 +57,20 @@ class Task(Protocol):
 Example = tuple[list[int], list[int]]
 
 
+def token_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
+    """The loss of every task that predicts tokens: cross-entropy of (batch, seq, vocab) ``logits``
+    against (batch, seq) ``target`` ids, summed over the tokens that are not padding, and their number.
+    """
+    loss = F.cross_entropy(
+        logits.float().flatten(0, 1),
+        target.flatten(),
+        ignore_index=PAD_ID,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
+    return loss, int((target != PAD_ID).sum())
+
+
 @dataclass(frozen=True)
 class TaskConfig:
     """What a translation batch is and what its loss is: :class:`TranslationTask`'s settings.
@@ -110,19 +124,13 @@ class TranslationTask:
 
     def loss(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, int]:
         logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-        loss = F.cross_entropy(
-            logits.float().flatten(0, 1),
-            batch.tgt_out.flatten(),
-            ignore_index=PAD_ID,
-            label_smoothing=self.label_smoothing if train else 0.0,
-            reduction="sum",
-        )
-        return loss, batch.n_tokens
+        return token_cross_entropy(logits, batch.tgt_out, self.label_smoothing if train else 0.0)
 
 
 @dataclass
 class LabelledBatch:
-    """Inputs (token ids or images) and their class labels."""
+    """Inputs (token ids or images) and what the model must predict from them: class labels, or
+    (for a masked language model) the hidden tokens."""
 
     inputs: Tensor
     labels: Tensor
