@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from transformer_lib import checkpoint, distributed
+from transformer_lib import checkpoint, distributed, sweep
 from transformer_lib.batching import encode_pairs
 from transformer_lib.config import DataConfig, DecodeConfig, load_config, resolved_config
 from transformer_lib.data import SPLITS, load_pairs
@@ -179,6 +179,9 @@ def _score_run(
             run_dir / checkpoint.AVERAGED,
         )
         _log(run_dir, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
+    if config["evaluation"].export_half:
+        state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state}
+        checkpoint.save(checkpoint.half_precision(state), run_dir / checkpoint.HALF)
     for split in config["evaluation"].splits:
         result = evaluate_split(
             model,
@@ -235,6 +238,19 @@ def cmd_translate(args: argparse.Namespace) -> None:
         print(line)
 
 
+def cmd_sweep(args: argparse.Namespace) -> None:
+    if args.jobs < 1:
+        raise InvalidValue(f"--jobs must be at least 1, got {args.jobs}")
+    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device)
+    print(sweep.table(summary))
+    if args.archive:
+        print(f"packed into {sweep.pack(args.out, args.archive)}")
+
+
+def cmd_pack(args: argparse.Namespace) -> None:
+    print(f"packed into {sweep.pack(args.folder, args.archive)}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_lib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -253,11 +269,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.add_argument("--split", default="test_2016_flickr", choices=list(SPLITS))
             p.add_argument("--limit", type=int, help="only the first N sentences")
             p.add_argument("--output", help="write the hypotheses to this file")
-    for p in sub.choices.values():
+    p = sub.add_parser("sweep", help="train the runs of a sweep file side by side, then pack their records")
+    p.add_argument("file", help="the sweep file (YAML: common sections and runs)")
+    p.add_argument("--out", required=True, help="folder for the sweep's run folders")
+    p.add_argument("--jobs", type=int, default=8, help="runs trained at the same time (default 8)")
+    p.add_argument("--archive", help="also pack the records into this .tar.gz (no checkpoints)")
+    p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
+    p.add_argument("folder")
+    p.add_argument("archive")
+    for name in ("train", "evaluate", "translate", "sweep"):
+        p = sub.choices[name]
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     args = parser.parse_args(argv)
     try:
-        {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate}[args.command](args)
+        commands = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate}
+        {**commands, "sweep": cmd_sweep, "pack": cmd_pack}[args.command](args)
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 130

@@ -87,6 +87,7 @@ class EvalConfig:
     splits: tuple[str, ...] = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
     limit: int | None = None  # evaluate only the first N sentences of each split
     average_last: int = 0  # evaluate the mean of the last N kept checkpoints (needs training.keep_last >= N)
+    export_half: bool = False  # also save the evaluated weights in half precision (model_fp16.pt)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -70,6 +70,7 @@ class TrainConfig:
 
     epochs: int = 10
     max_steps: int | None = None  # stop earlier than ``epochs`` if set
+    max_minutes: float | None = None  # also stop after this much training time (a sweep's budget on a GPU)
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup: int = 4000
     betas: tuple[float, float] = (0.9, 0.98)
@@ -90,7 +91,7 @@ class TrainConfig:
         for name in ("epochs", "warmup", "grad_accum", "max_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise InvalidValue(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("keep_last", "eval_every", "checkpoint_every", "adam_eps", "weight_decay"):
+        for name in ("keep_last", "eval_every", "checkpoint_every", "adam_eps", "weight_decay", "max_minutes"):
             check_range(self, name, 0)
         for name in ("lr_factor", "clip_grad"):  # a negative clip would train by gradient ascent
             if getattr(self, name) is not None and getattr(self, name) <= 0:
@@ -165,7 +166,10 @@ class Trainer:
         return min(total, self.config.max_steps) if self.config.max_steps else total
 
     def train(self) -> list[dict]:
-        """Train until ``epochs`` or ``max_steps``; continue from the current state if resumed.
+        """Train until ``epochs``, ``max_steps`` or ``max_minutes``; continue from the current state if resumed.
+
+        ``max_minutes`` counts the training time of this call (a resumed run gets a new budget);
+        reaching it ends training as ``max_steps`` does: validation, checkpoint, and the history.
 
         Ctrl-C (SIGINT) or SIGTERM, as a cluster scheduler sends it, stops the run cleanly at the
         end of the current step: a checkpoint is written there (with a ``run_dir``) and
@@ -178,6 +182,7 @@ class Trainer:
         c = self.config
         total = self.total_steps()
         per_step = c.grad_accum * self.world
+        deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes else math.inf
         bar = tqdm(
             total=total,
             initial=self.step,
@@ -202,7 +207,10 @@ class Trainer:
                     items_s=f"{record['items_per_s']:.0f}",
                     refresh=False,  # the bar redraws at most every `mininterval` seconds
                 )
-                if distributed.sum_across([float(stop[0])], self.device)[0]:  # every process stops at once
+                stop_now, time_up = distributed.sum_across(  # every process stops at once
+                    [float(stop[0]), float(time.monotonic() > deadline)], self.device
+                )
+                if stop_now:
                     self.save_checkpoint()
                     bar.close()
                     where = f"; checkpoint saved in {self.run_dir}: continue with --resume" if self.run_dir else ""
@@ -211,6 +219,8 @@ class Trainer:
                     self.validate()
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                     self.save_checkpoint()
+                if time_up:
+                    total = self.step  # as if max_steps were here
             if self.batch_in_epoch >= len(batches):  # the epoch is complete
                 self.epoch += 1
                 self.batch_in_epoch = 0

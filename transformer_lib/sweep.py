@@ -1,0 +1,157 @@
+"""A sweep: many training runs at once on one GPU, then one archive of their records (lesson 11).
+
+A small Transformer uses a fraction of an H100, so the runs of a sweep train side by side as
+separate processes, each in its own run folder. A sweep file is YAML::
+
+    common:                     # sections merged into every run (as in a run config)
+      training: {max_minutes: 6}
+    runs:
+      de_en-anchor:             # the run's name: its folder is <out>/de_en-anchor
+        config: multi30k_de_en_small    # the config it starts from (a name or a path)
+        model: {d_model: 128}           # then any sections, merged over it and over common
+
+Every run's config is written to ``<out>/configs/<name>.yaml`` and checked before the first
+process starts, so a typo fails at once, not after minutes of GPU time. :func:`pack` puts a
+sweep's records (configs, environments, metrics, logs, scores, hypotheses, exported half-precision
+models) into one ``.tar.gz`` and leaves out the checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+from transformer_lib.config import CONFIG_DIR, load_config
+from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.files import atomic_path, write_text
+
+# Files a packed sweep leaves out: the checkpoints, which can be large (exported models are kept).
+LEFT_OUT = ("checkpoint.pt", "checkpoint_averaged.pt", "weights-step*.pt")
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    """``base`` with ``extra``'s sections merged in, key by key (a run's section overrides common's)."""
+    out = {section: dict(values or {}) for section, values in base.items()}
+    for section, values in extra.items():
+        if not isinstance(values, dict):
+            raise InvalidValue(f"section {section!r} must be a mapping of keys, got {values!r}")
+        out[section] = {**out.get(section, {}), **values}
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError):
+        raise InvalidValue(f"{path} is not valid YAML: fix the file") from None
+    if not isinstance(raw, dict):
+        raise InvalidValue(f"{path} must hold a mapping, got a {type(raw).__name__}")
+    return raw
+
+
+def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Path]:
+    """Write and check every run's config; returns run name -> config path, in the file's order."""
+    sweep_file, out = Path(sweep_file), Path(out)
+    if not sweep_file.is_file():
+        raise MissingFile(f"no sweep file {sweep_file}")
+    raw = _read_yaml(sweep_file)
+    unknown = sorted(set(raw) - {"common", "runs"})
+    if unknown or not isinstance(raw.get("runs"), dict) or not raw["runs"]:
+        raise InvalidValue(f"{sweep_file} must hold 'runs' (a mapping of run names) and optionally 'common'")
+    configs = {}
+    for name, run in raw["runs"].items():
+        if not isinstance(run, dict) or "config" not in run:
+            raise InvalidValue(f"run {name!r} in {sweep_file} needs a 'config' to start from")
+        if not str(name).replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise InvalidValue(f"run name {name!r}: use letters, digits, '-', '_' and '.' only (it names a folder)")
+        base = Path(str(run["config"]))
+        base = base if base.is_file() else CONFIG_DIR / f"{run['config']}.yaml"
+        if not base.is_file():
+            raise MissingFile(f"run {name!r}: no config {run['config']!r}")
+        sections = {k: v for k, v in run.items() if k != "config"}
+        merged = _merge(_merge(_read_yaml(base), raw.get("common") or {}), sections)
+        path = out / "configs" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, yaml.safe_dump(merged, sort_keys=False))
+        try:
+            load_config(str(path))
+        except InvalidValue as exc:
+            raise InvalidValue(f"run {name!r}: {exc}") from None
+        configs[str(name)] = path
+    return configs
+
+
+def run_sweep(
+    sweep_file: str | os.PathLike, out: str | os.PathLike, jobs: int, device: str = "auto", poll: float = 2.0
+) -> dict:
+    """Train every run of ``sweep_file`` as its own process, at most ``jobs`` at a time.
+
+    Each process gets one CPU thread and writes its output to ``<out>/logs/<name>.txt``. A run
+    that fails does not stop the others. Returns (and writes to ``<out>/sweep.json``) each
+    run's exit code, wall time and final scores.
+    """
+    out = Path(out)
+    configs = plan(sweep_file, out)
+    for name in configs:
+        if (out / name / "config.yaml").exists():
+            raise InvalidValue(f"{out / name} already holds a run: choose another --out")
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    waiting, running, summary = list(configs), {}, {}
+    start = time.perf_counter()
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            name = waiting.pop(0)
+            log = open(out / "logs" / f"{name}.txt", "w")  # closed when the process ends
+            command = [sys.executable, "-m", "transformer_lib", "train", "--config", str(configs[name])]
+            command += ["--run-dir", str(out / name), "--device", device]
+            running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time())
+            print(f"[{time.perf_counter() - start:6.0f} s] started {name}", flush=True)
+        time.sleep(poll)
+        for name, (process, log, began) in list(running.items()):
+            if process.poll() is None:
+                continue
+            log.close()
+            del running[name]
+            scores_path = out / name / "scores.json"
+            scores = json.loads(scores_path.read_text()) if scores_path.exists() else None
+            seconds = round(time.time() - began, 1)
+            summary[name] = {"returncode": process.returncode, "seconds": seconds, "scores": scores}
+            print(f"[{time.perf_counter() - start:6.0f} s] {name} finished: exit {process.returncode}", flush=True)
+    summary = {name: summary[name] for name in configs}  # the sweep file's order
+    write_text(out / "sweep.json", json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def table(summary: dict, split: str = "val") -> str:
+    """One line per run: steps, training time and BLEU on ``split`` (both metrics)."""
+    lines = [f"{'run':32} {'exit':>4} {'steps':>6} {'train s':>8} {'BLEU tok.lc':>11} {'sacreBLEU':>9}"]
+    for name, run in summary.items():
+        scores = run["scores"] or {}
+        result = scores.get("splits", {}).get(split, {})
+        lines.append(
+            f"{name:32} {run['returncode']:>4} {scores.get('steps', '-'):>6} {scores.get('train_seconds', '-'):>8} "
+            f"{result.get('bleu_tokenized_lowercase', '-'):>11} {result.get('sacrebleu_cased', '-'):>9}"
+        )
+    return "\n".join(lines)
+
+
+def pack(folder: str | os.PathLike, archive: str | os.PathLike) -> Path:
+    """Write ``folder`` (a sweep's output) to a ``.tar.gz``, without checkpoints; atomically."""
+    folder, archive = Path(folder), Path(archive)
+    if not folder.is_dir():
+        raise MissingFile(f"no folder {folder} to pack")
+    left_out = {p for pattern in LEFT_OUT for p in folder.rglob(pattern)}
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(archive) as tmp, tarfile.open(tmp, "w:gz") as tar:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path not in left_out:
+                tar.add(path, arcname=str(Path(folder.name) / path.relative_to(folder)))
+    return archive
