@@ -99,5 +99,8 @@ def half_precision(state: dict) -> dict:
     Half the size of fp32 weights and a quarter of a full checkpoint (no optimizer state); the
     model loads it as usual (``load_state_dict`` casts back to the model's dtype).
     """
-    weights = {k: v.half() if v.is_floating_point() else v for k, v in state["model"].items()}
+    halves: dict[int, Tensor] = {}  # tied weights (one tensor under several names) stay one tensor
+    weights = {
+        k: halves.setdefault(v.data_ptr(), v.half()) if v.is_floating_point() else v for k, v in state["model"].items()
+    }
     return {"model": weights, **{k: state[k] for k in ("model_config", "tokenizer", "meta")}}

@@ -68,8 +68,8 @@ COMMIT_ENV = "TRANSFORMER_LIB_COMMIT"
 def environment(device: torch.device) -> dict:
     """What a result depends on: versions, device and the git commit of the code.
 
-    Where the code is a copy without its git history (a GPU machine that received the working
-    tree), the commit comes from the environment variable ``TRANSFORMER_LIB_COMMIT``.
+    The environment variable ``TRANSFORMER_LIB_COMMIT``, where set, names the commit instead: a
+    machine that received a copy of the working tree may hold a stale copy of its git history.
     """
     repo = Path(__file__).resolve().parent.parent
 
@@ -80,14 +80,13 @@ def environment(device: torch.device) -> dict:
         except (OSError, subprocess.SubprocessError):
             return "unknown"
 
-    commit = git("rev-parse", "HEAD")
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
         "cpu_threads": torch.get_num_threads(),
-        "git_commit": commit if commit != "unknown" else os.environ.get(COMMIT_ENV, "unknown"),
+        "git_commit": os.environ.get(COMMIT_ENV) or git("rev-parse", "HEAD"),
         "git_dirty": git("status", "--porcelain", "--untracked-files=no") not in ("", "unknown"),
         "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
     }
