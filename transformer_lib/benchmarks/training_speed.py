@@ -169,8 +169,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: from its name)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file (e.g. results/speed.json)")
+    parser.add_argument(
+        "--no-cudnn-attention", action="store_true", help="leave out cuDNN's attention (it plans anew for each shape)"
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
+    if args.no_cudnn_attention:
+        torch.backends.cuda.enable_cudnn_sdp(False)
     peak = args.peak_tflops or peak_tflops(device)
     task, batches, vocab_size = make_batches(args.vocab_size, args.max_tokens, args.steps)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
