@@ -27,10 +27,10 @@ from pathlib import Path
 import torch
 import yaml
 
-from transformer_lib import checkpoint, distributed, sweep
+from transformer_lib import checkpoint, distributed, metrics, sweep
 from transformer_lib.batching import encode_pairs
 from transformer_lib.config import DataConfig, DecodeConfig, load_config, resolved_config
-from transformer_lib.data import SPLITS, load_pairs
+from transformer_lib.data import LANGUAGES, SPLITS, load_multi30k, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
@@ -238,6 +238,30 @@ def cmd_translate(args: argparse.Namespace) -> None:
         print(line)
 
 
+def cmd_score(args: argparse.Namespace) -> None:
+    """BLEU of a hypotheses file (one translation a line) against a Multi30k split: no model needed."""
+    path = Path(args.hypotheses)
+    if not path.is_file():
+        raise MissingFile(f"no hypotheses file {path}")
+    hypotheses = path.read_text(encoding="utf-8").splitlines()
+    references = load_multi30k(args.split, args.tgt)
+    if len(hypotheses) != len(references):
+        raise InvalidValue(
+            f"{path} has {len(hypotheses)} lines but {args.split} has {len(references)} sentences: "
+            "give one translation per line, in the split's order"
+        )
+    result = {
+        "split": args.split,
+        "tgt": args.tgt,
+        "bleu_tokenized_lowercase": round(metrics.tokenized_bleu(hypotheses, references), 2),
+        "sacrebleu_cased": round(metrics.sacrebleu_score(hypotheses, references), 2),
+        "sacrebleu_signature": metrics.sacrebleu_signature(hypotheses, references),
+    }
+    if args.moses:
+        result["bleu_moses_lowercase"] = round(metrics.moses_bleu(hypotheses, references, args.tgt), 2)
+    print(json.dumps(result, indent=2))
+
+
 def cmd_sweep(args: argparse.Namespace) -> None:
     if args.jobs < 1:
         raise InvalidValue(f"--jobs must be at least 1, got {args.jobs}")
@@ -269,6 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.add_argument("--split", default="test_2016_flickr", choices=list(SPLITS))
             p.add_argument("--limit", type=int, help="only the first N sentences")
             p.add_argument("--output", help="write the hypotheses to this file")
+    p = sub.add_parser("score", help="BLEU of a file of translations against a Multi30k split")
+    p.add_argument("hypotheses", help="one translation a line, in the split's order")
+    p.add_argument("--split", required=True, choices=list(SPLITS))
+    p.add_argument("--tgt", required=True, choices=list(LANGUAGES), help="the language of the translations")
+    p.add_argument("--moses", action="store_true", help="also the papers' Moses-tokenized BLEU (needs sacremoses)")
     p = sub.add_parser("sweep", help="train the runs of a sweep file side by side, then pack their records")
     p.add_argument("file", help="the sweep file (YAML: common sections and runs)")
     p.add_argument("--out", required=True, help="folder for the sweep's run folders")
@@ -283,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         commands = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate}
-        {**commands, "sweep": cmd_sweep, "pack": cmd_pack}[args.command](args)
+        {**commands, "score": cmd_score, "sweep": cmd_sweep, "pack": cmd_pack}[args.command](args)
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 130
