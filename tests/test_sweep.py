@@ -1,0 +1,114 @@
+"""Issue 11's tools: the sweep driver, its archive, the time budget, half-precision export, scoring."""
+
+import json
+import subprocess
+import sys
+import tarfile
+
+import pytest
+import torch
+import yaml
+
+from transformer_lib import checkpoint, sweep
+from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.metrics import moses_bleu, sacrebleu_score
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.training import TrainConfig, Trainer
+
+
+def write(path, content) -> str:
+    path.write_text(yaml.safe_dump(content))
+    return str(path)
+
+
+def test_every_runs_config_is_checked_before_anything_starts(tmp_path):
+    bad = write(
+        tmp_path / "s.yaml", {"runs": {"ok": {"config": "smoke"}, "typo": {"config": "smoke", "model": {"d_modle": 8}}}}
+    )
+    with pytest.raises(InvalidValue, match=r"run 'typo'.*d_modle"):
+        sweep.plan(bad, tmp_path / "out")
+    with pytest.raises(MissingFile, match="no config 'nope'"):
+        sweep.plan(write(tmp_path / "m.yaml", {"runs": {"a": {"config": "nope"}}}), tmp_path / "out")
+    with pytest.raises(InvalidValue, match="run name"):
+        sweep.plan(write(tmp_path / "n.yaml", {"runs": {"a/b": {"config": "smoke"}}}), tmp_path / "out")
+    with pytest.raises(InvalidValue, match="'runs'"):
+        sweep.plan(write(tmp_path / "e.yaml", {"common": {}}), tmp_path / "out")
+
+
+def test_a_runs_sections_override_common_which_overrides_its_config(tmp_path):
+    file = write(
+        tmp_path / "s.yaml",
+        {
+            "common": {"model": {"n_layers": 3, "dropout": 0.2}, "training": {"max_minutes": 2}},
+            "runs": {"r": {"config": "smoke", "model": {"n_layers": 1}}},
+        },
+    )
+    written = yaml.safe_load(sweep.plan(file, tmp_path / "out")["r"].read_text())
+    assert written["model"] == {"preset": "tiny", "n_layers": 1, "dropout": 0.2}
+    assert written["training"]["max_minutes"] == 2 and written["training"]["max_steps"] == 20  # smoke's own
+
+
+def test_a_sweep_trains_side_by_side_and_packs_its_records_without_checkpoints(mirror, tmp_path):
+    file = write(
+        tmp_path / "s.yaml",
+        {
+            "common": {"training": {"max_steps": 6}, "evaluation": {"limit": 10}},
+            "runs": {"a": {"config": "smoke"}, "b": {"config": "smoke", "evaluation": {"export_half": True}}},
+        },
+    )
+    out, archive = tmp_path / "sweep", tmp_path / "records.tar.gz"
+    command = [sys.executable, "-m", "transformer_lib", "sweep", file, "--out", str(out), "--jobs", "2"]
+    result = subprocess.run([*command, "--device", "cpu", "--archive", str(archive)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((out / "sweep.json").read_text())
+    assert list(summary) == ["a", "b"] and all(run["returncode"] == 0 for run in summary.values())
+    assert summary["a"]["scores"]["steps"] == 6 and "val" in summary["a"]["scores"]["splits"]
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {"sweep/a/scores.json", "sweep/b/val.hyp.txt", "sweep/b/model_fp16.pt", "sweep/logs/a.txt"} <= names
+    assert not [n for n in names if n.endswith(".pt") and not n.endswith("model_fp16.pt")]
+    rerun = subprocess.run([*command, "--device", "cpu"], capture_output=True, text=True)
+    assert rerun.returncode == 2 and "already holds a run" in rerun.stderr
+
+
+def test_max_minutes_ends_training_as_max_steps_does(tmp_path):
+    class Task:
+        def train_batches(self, epoch):
+            return [[0]] * 50
+
+        def val_batches(self):
+            return [[0]]
+
+        def make_batch(self, indices, train):
+            return torch.ones(2, 3)
+
+        def loss(self, model, batch, train):
+            return model(batch).sum(), 1
+
+    model = torch.nn.Linear(3, 3)
+    model.d_model = 4
+    trainer = Trainer(model, Task(), TrainConfig(epochs=5, max_minutes=1e-9, progress=False), run_dir=tmp_path)
+    history = trainer.train()
+    assert trainer.step == 1  # the budget is spent after the first step
+    assert "val_loss" in history[-1] and (tmp_path / "checkpoint.pt").is_file()
+
+
+def test_half_precision_keeps_tied_weights_as_one_tensor():
+    model = Transformer(TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32))
+    state = {"model": model.state_dict(), "model_config": {}, "tokenizer": b"", "meta": {}}
+    half = checkpoint.half_precision(state)["model"]
+    assert half["src_embed.weight"].dtype == torch.float16
+    assert half["src_embed.weight"] is half["generator.weight"] is half["tgt_embed.weight"]
+    assert torch.equal(half["generator.weight"].float(), model.generator.weight.detach().half().float())
+
+
+def test_scores_of_the_references_themselves_and_of_a_wrong_file(mirror, tmp_path):
+    from transformer_lib.cli import main
+    from transformer_lib.data import load_multi30k
+
+    refs = load_multi30k("val", "en")
+    assert moses_bleu(refs, refs, "en") == pytest.approx(100.0)
+    assert moses_bleu([r.upper() for r in refs], refs, "en") == pytest.approx(100.0)  # lowercased
+    assert sacrebleu_score([r.upper() for r in refs], refs) < 10  # cased
+    (tmp_path / "short.txt").write_text("\n".join(refs[:10]) + "\n")
+    assert main(["score", str(tmp_path / "short.txt"), "--split", "val", "--tgt", "en"]) == 2
