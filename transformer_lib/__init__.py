@@ -46,7 +46,7 @@ from transformer_lib.embeddings import (
 from transformer_lib.errors import Interrupted, InvalidType, InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.gpt import GPT, LanguageModelTask, generate
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
-from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
+from transformer_lib.metrics import moses_bleu, sacrebleu_score, tokenized_bleu
 from transformer_lib.model import (
     PRESETS,
     Transformer,
@@ -143,6 +143,7 @@ __all__ = [
     "parameter_breakdown",
     "patchify",
     "pick_device",
+    "moses_bleu",
     "sacrebleu_score",
     "sample",
     "scaled_dot_product_attention",
