@@ -112,3 +112,10 @@ def test_scores_of_the_references_themselves_and_of_a_wrong_file(mirror, tmp_pat
     assert sacrebleu_score([r.upper() for r in refs], refs) < 10  # cased
     (tmp_path / "short.txt").write_text("\n".join(refs[:10]) + "\n")
     assert main(["score", str(tmp_path / "short.txt"), "--split", "val", "--tgt", "en"]) == 2
+
+
+def test_a_sweep_reads_floats_as_run_configs_do(tmp_path):
+    """PyYAML's YAML 1.1 reads 1e-9 as a string; the sweep must read it as load_config does, a float."""
+    (tmp_path / "s.yaml").write_text("runs:\n  r:\n    config: smoke\n    training: {adam_eps: 1e-9}\n")
+    written = yaml.safe_load(sweep.plan(tmp_path / "s.yaml", tmp_path / "out")["r"].read_text())
+    assert written["training"]["adam_eps"] == 1e-9

@@ -163,6 +163,11 @@ def cmd_train(args: argparse.Namespace) -> None:
         ) from None
 
 
+def _evaluated_state(model: Transformer, trainer: Trainer) -> dict:
+    """The weights about to be scored, with what ``load_model`` needs besides (config, tokenizer, metadata)."""
+    return {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state}
+
+
 def _score_run(
     run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, start: float, train_seconds: float
 ) -> None:
@@ -174,14 +179,10 @@ def _score_run(
         model.load_state_dict(checkpoint.average_checkpoints(paths))
         scores["averaged"] = [p.name for p in paths]
         scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
-        checkpoint.save(
-            {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state},
-            run_dir / checkpoint.AVERAGED,
-        )
+        checkpoint.save(_evaluated_state(model, trainer), run_dir / checkpoint.AVERAGED)
         _log(run_dir, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
     if config["evaluation"].export_half:
-        state = {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state}
-        checkpoint.save(checkpoint.half_precision(state), run_dir / checkpoint.HALF)
+        checkpoint.save(checkpoint.half_precision(_evaluated_state(model, trainer)), run_dir / checkpoint.HALF)
     for split in config["evaluation"].splits:
         result = evaluate_split(
             model,
@@ -253,8 +254,7 @@ def cmd_score(args: argparse.Namespace) -> None:
     result = {
         "split": args.split,
         "tgt": args.tgt,
-        "bleu_tokenized_lowercase": round(metrics.tokenized_bleu(hypotheses, references), 2),
-        "sacrebleu_cased": round(metrics.sacrebleu_score(hypotheses, references), 2),
+        **metrics.bleu_scores(hypotheses, references),
         "sacrebleu_signature": metrics.sacrebleu_signature(hypotheses, references),
     }
     if args.moses:

@@ -120,20 +120,31 @@ def _build(cls: type, section: str, values: dict):
         raise InvalidValue(f"section '{section}': {exc}") from None
 
 
-def load_config(name_or_path: str) -> dict:
-    """Read a YAML run config (a path, or the name of one in transformer_lib/configs) and check it."""
+def config_path(name_or_path: str | Path) -> Path:
+    """The file of a run config: a path, or the name of a packaged one in transformer_lib/configs."""
     path = Path(name_or_path)
     if not path.is_file():
         path = CONFIG_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-        raise MissingFile(f"no config file {name_or_path!r}; give a path or one of {known}")
+        raise MissingFile(f"no config file {str(name_or_path)!r}; give a path or one of {known}")
+    return path
+
+
+def read_yaml(path: Path) -> object:
+    """A YAML file's content, with YAML 1.2's floats (``1e-9``); one clear line if it is not YAML."""
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader) or {}
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise InvalidValue(f"{path} is not valid YAML{at}: fix the file (a YAML mapping of sections)") from None
+        raise InvalidValue(f"{path} is not valid YAML{at}: fix the file (a YAML mapping)") from None
+
+
+def load_config(name_or_path: str) -> dict:
+    """Read a YAML run config (a path, or the name of one in transformer_lib/configs) and check it."""
+    path = config_path(name_or_path)
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise InvalidValue(f"{path} must hold a mapping of sections {list(SECTIONS)}, got a {type(raw).__name__}")
     for section, values in raw.items():

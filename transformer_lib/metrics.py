@@ -63,3 +63,11 @@ def sacrebleu_signature(hypotheses: Sequence[str], references: Sequence[str]) ->
     bleu = sacrebleu.metrics.BLEU()
     bleu.corpus_score(list(hypotheses), [list(references)])
     return str(bleu.get_signature())
+
+
+def bleu_scores(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
+    """The two scores every evaluation reports, rounded to two decimals: the keys of scores.json."""
+    return {
+        "bleu_tokenized_lowercase": round(tokenized_bleu(hypotheses, references), 2),
+        "sacrebleu_cased": round(sacrebleu_score(hypotheses, references), 2),
+    }

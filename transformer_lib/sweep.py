@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from transformer_lib.config import CONFIG_DIR, load_config
+from transformer_lib.config import config_path, load_config, read_yaml
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path, write_text
 
@@ -46,11 +47,8 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def _read_yaml(path: Path) -> dict:
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (yaml.YAMLError, UnicodeDecodeError):
-        raise InvalidValue(f"{path} is not valid YAML: fix the file") from None
+def _read_mapping(path: Path) -> dict:
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise InvalidValue(f"{path} must hold a mapping, got a {type(raw).__name__}")
     return raw
@@ -61,7 +59,7 @@ def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Pat
     sweep_file, out = Path(sweep_file), Path(out)
     if not sweep_file.is_file():
         raise MissingFile(f"no sweep file {sweep_file}")
-    raw = _read_yaml(sweep_file)
+    raw = _read_mapping(sweep_file)
     unknown = sorted(set(raw) - {"common", "runs"})
     if unknown or not isinstance(raw.get("runs"), dict) or not raw["runs"]:
         raise InvalidValue(f"{sweep_file} must hold 'runs' (a mapping of run names) and optionally 'common'")
@@ -69,14 +67,15 @@ def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Pat
     for name, run in raw["runs"].items():
         if not isinstance(run, dict) or "config" not in run:
             raise InvalidValue(f"run {name!r} in {sweep_file} needs a 'config' to start from")
-        if not str(name).replace("-", "").replace("_", "").replace(".", "").isalnum():
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", str(name)):
             raise InvalidValue(f"run name {name!r}: use letters, digits, '-', '_' and '.' only (it names a folder)")
-        base = Path(str(run["config"]))
-        base = base if base.is_file() else CONFIG_DIR / f"{run['config']}.yaml"
-        if not base.is_file():
-            raise MissingFile(f"run {name!r}: no config {run['config']!r}")
+        try:
+            base = _read_mapping(config_path(run["config"]))
+        except MissingFile:
+            config = run["config"]
+            raise MissingFile(f"run {name!r}: no config {config!r}; give a path or a packaged config's name") from None
         sections = {k: v for k, v in run.items() if k != "config"}
-        merged = _merge(_merge(_read_yaml(base), raw.get("common") or {}), sections)
+        merged = _merge(_merge(base, raw.get("common") or {}), sections)
         path = out / "configs" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, yaml.safe_dump(merged, sort_keys=False))
@@ -112,7 +111,8 @@ def run_sweep(
             log = open(out / "logs" / f"{name}.txt", "w")  # closed when the process ends
             command = [sys.executable, "-m", "transformer_lib", "train", "--config", str(configs[name])]
             command += ["--run-dir", str(out / name), "--device", device]
-            running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), log, time.time())
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            running[name] = (process, log, time.perf_counter())
             print(f"[{time.perf_counter() - start:6.0f} s] started {name}", flush=True)
         time.sleep(poll)
         for name, (process, log, began) in list(running.items()):
@@ -122,7 +122,7 @@ def run_sweep(
             del running[name]
             scores_path = out / name / "scores.json"
             scores = json.loads(scores_path.read_text()) if scores_path.exists() else None
-            seconds = round(time.time() - began, 1)
+            seconds = round(time.perf_counter() - began, 1)
             summary[name] = {"returncode": process.returncode, "seconds": seconds, "scores": scores}
             print(f"[{time.perf_counter() - start:6.0f} s] {name} finished: exit {process.returncode}", flush=True)
     summary = {name: summary[name] for name in configs}  # the sweep file's order

@@ -16,7 +16,7 @@ from transformer_lib.checkpoint import load_run_checkpoint
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import beam_search, greedy_decode
-from transformer_lib.metrics import sacrebleu_score, tokenized_bleu
+from transformer_lib.metrics import bleu_scores
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.tokenizer import Tokenizer
 
@@ -77,8 +77,7 @@ def evaluate_split(
     return {
         "split": split,
         "sentences": len(sources),
-        "bleu_tokenized_lowercase": round(tokenized_bleu(hypotheses, references), 2),
-        "sacrebleu_cased": round(sacrebleu_score(hypotheses, references), 2),
+        **bleu_scores(hypotheses, references),
         "decoding": dataclasses.asdict(decoding),
         "seconds": round(time.perf_counter() - start, 1),
         "hypotheses": hypotheses,
