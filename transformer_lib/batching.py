@@ -54,10 +54,8 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer) -> list
 
 def pad_ids(rows: Sequence[Sequence[int]]) -> Tensor:
     """Id lists of different lengths -> (len(rows), longest) tensor, padded with <pad>."""
-    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return out
+    longest = max(map(len, rows))
+    return torch.tensor([[*row, *[PAD_ID] * (longest - len(row))] for row in rows], dtype=torch.long)  # one copy
 
 
 def collate(examples: Sequence[tuple[list[int], list[int]]]) -> Batch:

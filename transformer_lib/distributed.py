@@ -59,6 +59,13 @@ def sum_across(values: list[float], device: torch.device) -> list[float]:
     return tensor.tolist()
 
 
+def sum_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """Element-wise sums over all processes, left on the device (no wait for the host)."""
+    if is_distributed():
+        dist.all_reduce(tensor)
+    return tensor
+
+
 def gather(obj: object) -> list[object]:
     """Every process's ``obj``, in rank order (``[obj]`` in a single process)."""
     if not is_distributed():

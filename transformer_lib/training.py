@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -136,8 +137,13 @@ class Trainer:
         if self.run_dir is not None and self.is_main:  # what a write killed midway left behind
             for leftover in self.run_dir.glob(".*.part"):
                 leftover.unlink()
-        self.optimizer = torch.optim.Adam(
-            model.parameters(), lr=1.0, betas=c.betas, eps=c.adam_eps, weight_decay=c.weight_decay
+        self.optimizer = torch.optim.Adam(  # fused: one kernel for every parameter's update, on a GPU
+            model.parameters(),
+            lr=1.0,
+            betas=c.betas,
+            eps=c.adam_eps,
+            weight_decay=c.weight_decay,
+            fused=self.device.type == "cuda",
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: noam_lr(step + 1, d_model, c.warmup, c.lr_factor)
@@ -243,27 +249,27 @@ class Trainer:
         processes) runs one batch with weight 0: every process must take part in the averaging.
         """
         self.model.train()
-        loss_sum, items = 0.0, 0
+        sums = torch.zeros(2, device=self.device)  # loss, items: summed on the device
         for i, indices in enumerate(batches):
             batch = self.task.make_batch(indices, train=True).to(self.device)
             last = i == len(batches) - 1  # processes average their gradients once, at the last batch
-            with self._no_sync(not last):
+            with self._no_sync(not last), self._attention_kernels():
                 with self.autocast:
                     loss, count = self.task.loss(self.run_model, batch, train=True)
                 (loss * (0.0 if idle else 1.0)).backward()
             if not idle:
-                loss_sum, items = loss_sum + loss.item(), items + count
-        loss_sum, total = distributed.sum_across([loss_sum, float(items)], self.device)
-        for p in self.model.parameters():  # DistributedDataParallel averaged over processes: undo, divide by items
-            if p.grad is not None:
-                p.grad.mul_(self.world / total)
+                sums += torch.stack([loss.detach().float(), torch.as_tensor(count, device=self.device).float()])
+        sums = distributed.sum_tensor(sums)
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        torch._foreach_mul_(grads, self.world / sums[1])  # DistributedDataParallel averaged: undo, divide by items
         max_norm = self.config.clip_grad or math.inf  # the norm before clipping is logged either way
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm).item()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
+        loss_sum, total, grad_norm = torch.cat([sums, grad_norm.float()[None]]).tolist()  # the step's one sync
         return {
             "step": self.step,
             "epoch": self.epoch,
@@ -287,9 +293,9 @@ class Trainer:
         total, count = 0.0, 0
         for indices in batches[self.rank :: self.world]:
             batch = self.task.make_batch(indices, train=False).to(self.device)
-            with self.autocast:
+            with self.autocast, self._attention_kernels():
                 loss, items = self.task.loss(self.eval_model, batch, train=False)
-            total, count = total + loss.item(), count + items
+            total, count = total + loss.item(), count + int(items)
         total, count = distributed.sum_across([total, float(count)], self.device)
         record = {"step": self.step, "epoch": self.epoch, "val_loss": total / count, "val_ppl": math.exp(total / count)}
         if log:
@@ -369,6 +375,13 @@ class Trainer:
         kept = [rows[0], *(row for row in rows[1:] if int(row[0]) <= step)]
         with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
             csv.writer(f).writerows(kept)
+
+    def _attention_kernels(self):
+        """PyTorch's fused attention without cuDNN's kernel on a GPU: cuDNN plans anew for each shape
+        (11-13 ms of CPU time per call on an H100, NOTES.md), and token batches change shape every step."""
+        if self.device.type != "cuda":
+            return contextlib.nullcontext()
+        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
     def _no_sync(self, skip: bool):
         """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""

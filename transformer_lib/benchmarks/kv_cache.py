@@ -1,7 +1,7 @@
 """How much faster greedy decoding is with the key-value cache (lesson 10).
 
     python -m transformer_lib.benchmarks.kv_cache [--presets small base] [--batch-sizes 1 32 128]
-                                                  [--tokens 40] [--device cpu] [--threads 2]
+                                                  [--tokens 40] [--device cpu] [--threads 2] [--json FILE]
 
 Without the cache, step t of decoding runs the decoder over all t tokens so far, and producing
 T tokens costs O(T^2) token-positions of work; with it, each step processes one new token and
@@ -16,14 +16,18 @@ large one for batches.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from transformer_lib.decoding import greedy_decode
+from transformer_lib.files import write_text
 from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.utils import environment
 
 
 def time_greedy(
@@ -68,20 +72,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=40, help="output length limit")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: PyTorch's)")
+    parser.add_argument("--json", type=Path, help="also write the rows, with the device and commit, to this file")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    env = environment(device)
+    name = env["device"] if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"greedy decoding, up to {args.tokens} output tokens; torch {torch.__version__}; {name}\n")
+    rows = []
     print(f"{'model':<6} {'batch':>5} {'generated':>9} {'no cache (s)':>12} {'cache (s)':>9} {'speed-up':>8}")
     for preset in args.presets:
         for batch_size in args.batch_sizes:
             r = benchmark(preset, batch_size, args.tokens, device)
+            rows.append({"device": env["device"], "torch": env["torch"], "commit": env["git_commit"], **r})
             print(
                 f"{preset:<6} {batch_size:>5} {r['generated']:>9.1f} {r['no_cache_s']:>12.3f} {r['cache_s']:>9.3f} "
                 f"{r['no_cache_s'] / r['cache_s']:>7.1f}x"
             )
+
+    if args.json:
+        write_text(args.json, json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Training throughput of our Transformer against ``torch.nn.Transformer``, for the GPU runs.
 
     python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
-        [--max-tokens 8192] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
-    [--json results/speed.json]
+        [--max-tokens 8192 32768] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
+        [--json results/speed.json]
 
 Both models get the same configuration, the same Multi30k de→en token batches and the same
 training step, the :class:`~transformer_lib.training.Trainer`'s (label-smoothed loss, clipping,
@@ -16,13 +16,13 @@ Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``+compile`` (``torc
 ``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
 ``scaled_dot_product_attention``; not applicable to ``nn.Transformer``). On a CPU the bf16 and
 compile variants are skipped; use the CPU only to check that the script runs. ``--json`` also
-writes the table, with the device, the torch version and the date, for lesson 12 to show.
+writes the table, one row per measurement with the device, torch version and commit, for lesson
+12 to show.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import statistics
 import time
@@ -42,10 +42,12 @@ from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import TrainConfig, Trainer
+from transformer_lib.utils import environment
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets, by device-name fragment.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 70.0, "T4": 65.0}
 VARIANTS = ("fp32", "fp32+by-hand", "bf16", "bf16+by-hand", "bf16+compile")
+MODELS = ("ours", "nn.Transformer")
 
 
 class TorchTransformer(nn.Module):
@@ -70,6 +72,7 @@ class TorchTransformer(nn.Module):
             self.positional(self.embed(src)),
             self.positional(self.embed(tgt)),
             tgt_mask=~causal_mask(tgt.shape[1], tgt.device)[0, 0],  # True marks a forbidden position
+            tgt_is_causal=True,  # PyTorch's hint: spares comparing the mask with a causal one on every call
             src_key_padding_mask=src_pad,
             tgt_key_padding_mask=tgt_pad,
             memory_key_padding_mask=src_pad,
@@ -100,13 +103,18 @@ def peak_tflops(device: torch.device) -> float | None:
     return next((peak for fragment, peak in PEAK_BF16_TFLOPS.items() if fragment in name), None)
 
 
-def make_batches(vocab_size: int, max_tokens: int, count: int) -> tuple[TranslationTask, list[list[int]], int]:
-    """The translation task of Multi30k de→en (a tokenizer trained on its training pairs), ``count``
-    of its token batches, and the vocabulary size."""
+def encoded_pairs(vocab_size: int) -> tuple[list[tuple[list[int], list[int]]], int]:
+    """Multi30k de→en's training pairs as ids (a tokenizer trained on them), and the vocabulary size."""
     pairs = load_pairs("train", "de", "en")
     tokenizer = Tokenizer.train([s for pair in pairs for s in pair], vocab_size=vocab_size)
-    task = TranslationTask(encode_pairs(pairs, tokenizer), max_tokens=max_tokens)
-    return task, task.train_batches(0)[:count], tokenizer.vocab_size
+    return encode_pairs(pairs, tokenizer), tokenizer.vocab_size
+
+
+def make_batches(vocab_size: int, max_tokens: int, count: int) -> tuple[TranslationTask, list[list[int]], int]:
+    """The translation task of Multi30k de→en, ``count`` of its token batches, and the vocabulary size."""
+    examples, vocab = encoded_pairs(vocab_size)
+    task = TranslationTask(examples, max_tokens=max_tokens)
+    return task, task.train_batches(0)[:count], vocab
 
 
 def run_variant(
@@ -162,56 +170,59 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["small", "base"])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--steps", type=int, default=30, help="timed steps per variant")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation, allocator)")
-    parser.add_argument("--max-tokens", type=int, default=8192, help="token slots per batch")
+    parser.add_argument("--max-tokens", type=int, nargs="+", default=[8192], help="token slots per batch")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: from its name)")
     parser.add_argument("--json", type=Path, help="also write the rows to this file (e.g. results/speed.json)")
-    parser.add_argument(
-        "--no-cudnn-attention", action="store_true", help="leave out cuDNN's attention (it plans anew for each shape)"
-    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    if args.no_cudnn_attention:
-        torch.backends.cuda.enable_cudnn_sdp(False)
+    env = environment(device)
     peak = args.peak_tflops or peak_tflops(device)
-    task, batches, vocab_size = make_batches(args.vocab_size, args.max_tokens, args.steps)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(f"training steps on Multi30k de→en, {args.max_tokens} token slots a batch; torch {torch.__version__}; {name}")
+    examples, vocab_size = encoded_pairs(args.vocab_size)
+    print(f"training steps on Multi30k de→en; torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}")
     print(f"MFU against a dense bf16 peak of {peak} TFLOP/s\n" if peak else "no known peak: MFU not reported\n")
     print(
-        f"{'preset':<6} {'model':<15} {'variant':<13} {'tokens/s':>9} {'step ms':>8} "
+        f"{'preset':<6} {'tokens':>6} {'model':<15} {'variant':<13} {'tokens/s':>9} {'step ms':>8} "
         f"{'peak GB':>8} {'TFLOP/s':>8} {'MFU':>6}"
     )
     rows = []
-    for preset in args.presets:
-        config = TransformerConfig.preset(preset, vocab_size=vocab_size)
-        for model_name in ("ours", "nn.Transformer"):
-            for variant in args.variants:
-                if device.type != "cuda" and ("bf16" in variant or "compile" in variant):
-                    continue
-                if model_name != "ours" and "by-hand" in variant:
-                    continue
-                r = run_variant(model_name, variant, config, task, batches, args.warmup, device)
-                rows.append({"preset": preset, "model": model_name, "variant": variant, **r})
-                memory = f"{r['peak_mem_gb']:.2f}" if r["peak_mem_gb"] is not None else "-"
-                mfu = f"{100 * r['tflops'] / peak:.1f}%" if peak else "-"
-                print(
-                    f"{preset:<6} {model_name:<15} {variant:<13} {r['tokens_per_s']:>9.0f} {r['step_ms']:>8.1f} "
-                    f"{memory:>8} {r['tflops']:>8.2f} {mfu:>6}",
-                    flush=True,
-                )
+    for max_tokens in args.max_tokens:
+        task = TranslationTask(examples, max_tokens=max_tokens)
+        batches = task.train_batches(0)[: args.steps]
+        for preset in args.presets:
+            config = TransformerConfig.preset(preset, vocab_size=vocab_size)
+            for model_name in args.models:
+                for variant in args.variants:
+                    if device.type != "cuda" and ("bf16" in variant or "compile" in variant):
+                        continue
+                    if model_name != "ours" and "by-hand" in variant:
+                        continue
+                    r = run_variant(model_name, variant, config, task, batches, args.warmup, device)
+                    mfu = r["tflops"] / peak if peak else None
+                    rows.append(
+                        {
+                            "device": env["device"],
+                            "torch": env["torch"],
+                            "commit": env["git_commit"],
+                            "preset": preset,
+                            "max_tokens": max_tokens,
+                            **r,
+                            "mfu": mfu,
+                        }
+                    )
+                    memory = f"{r['peak_mem_gb']:.2f}" if r["peak_mem_gb"] is not None else "-"
+                    print(
+                        f"{preset:<6} {max_tokens:>6} {model_name:<15} {variant:<13} {r['tokens_per_s']:>9.0f} "
+                        f"{r['step_ms']:>8.1f} {memory:>8} {r['tflops']:>8.2f} "
+                        f"{f'{100 * mfu:.1f}%' if mfu is not None else '-':>6}",
+                        flush=True,
+                    )
     if args.json:
-        record = {
-            "device": name,
-            "torch": torch.__version__,
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "max_tokens": args.max_tokens,
-            "peak_tflops": peak,
-            "rows": rows,
-        }
+        record = {"environment": env, "peak_tflops": peak, "steps": args.steps, "rows": rows}
         write_text(args.json, json.dumps(record, indent=2) + "\n")
         print(f"\nwrote {args.json}")
 

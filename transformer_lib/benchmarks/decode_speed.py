@@ -1,0 +1,92 @@
+"""How long a trained translator takes to translate a whole test set (issue 12's decoding goal).
+
+    python -m transformer_lib.benchmarks.decode_speed [--model results/multi30k/models/de_en.model_fp16.pt]
+        [--split test_2016_flickr] [--beam-sizes 1 5] [--batch-size 128] [--repeats 3] [--json FILE]
+
+Translates every sentence of ``--split`` (1,000 for test_2016_flickr) with the model of a run
+checkpoint, as ``evaluate`` does: tokenizing, batching by length, beam search with the key-value
+cache, detokenizing. Reports the median wall time over ``--repeats`` runs after one warm-up, the
+sentences per second and the cased sacreBLEU of the output (so that a faster setting that
+translates worse would show).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from transformer_lib.config import DecodeConfig
+from transformer_lib.data import load_multi30k
+from transformer_lib.files import write_text
+from transformer_lib.metrics import bleu_scores
+from transformer_lib.translation import load_model, translate_sentences
+from transformer_lib.utils import environment
+
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models" / "de_en.model_fp16.pt"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="a run checkpoint or model_fp16.pt")
+    parser.add_argument("--split", default="test_2016_flickr")
+    parser.add_argument("--beam-sizes", type=int, nargs="+", default=[1, 5])
+    parser.add_argument("--batch-size", type=int, default=DecodeConfig.batch_size, help="sentences decoded together")
+    parser.add_argument("--limit", type=int, help="only the first N sentences (a quick check on a CPU)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json", type=Path, help="also write the rows to this file")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    env = environment(device)
+    model, tokenizer, meta = load_model(args.model, device)
+    sources = load_multi30k(args.split, meta["src"])[: args.limit]
+    references = load_multi30k(args.split, meta["tgt"])[: args.limit]
+    print(f"{args.model.name} ({meta['src']}→{meta['tgt']}), {len(sources)} sentences of {args.split}")
+    print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}\n")
+    print(f"{'beam':>4} {'batch':>5} {'seconds':>8} {'sent/s':>7} {'BLEU':>6}")
+    rows = []
+    for beam in args.beam_sizes:
+        decoding = DecodeConfig(beam_size=beam, batch_size=args.batch_size)
+
+        def run(decoding: DecodeConfig = decoding) -> list[str]:
+            out = translate_sentences(model, tokenizer, sources, decoding, device)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            return out
+
+        hypotheses = run()  # warm-up: kernel selection, allocator
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        seconds = statistics.median(times)
+        bleu = bleu_scores(hypotheses, references)["sacrebleu_cased"]
+        rows.append(
+            {
+                "device": env["device"],
+                "torch": env["torch"],
+                "commit": env["git_commit"],
+                "model": args.model.name,
+                "split": args.split,
+                "sentences": len(sources),
+                "beam_size": beam,
+                "batch_size": args.batch_size,
+                "seconds": seconds,
+                "all_seconds": times,
+                "bleu": bleu,
+            }
+        )
+        print(f"{beam:>4} {args.batch_size:>5} {seconds:>8.2f} {len(sources) / seconds:>7.0f} {bleu:>6.2f}", flush=True)
+    if args.json:
+        write_text(args.json, json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
