@@ -45,12 +45,12 @@ def test_training_speed_benchmark_runs_on_cpu(mirror, capsys, tmp_path):
     args = ["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"]
     speed_main([*args, "--json", str(out)])
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
-    assert [(r[1], r[2]) for r in rows] == [("ours", "fp32"), ("ours", "fp32+by-hand"), ("nn.Transformer", "fp32")]
-    assert all(float(r[3]) > 0 for r in rows)
+    assert [(r[2], r[3]) for r in rows] == [("ours", "fp32"), ("ours", "fp32+by-hand"), ("nn.Transformer", "fp32")]
+    assert all(r[1] == "512" and float(r[4]) > 0 for r in rows)
     record = json.loads(out.read_text())  # the same rows, for lesson 12
-    assert record["device"] == "CPU" and record["max_tokens"] == 512
-    assert [(r["model"], r["variant"]) for r in record["rows"]] == [(r[1], r[2]) for r in rows]
-    assert [round(r["tokens_per_s"]) for r in record["rows"]] == [int(r[3]) for r in rows]
+    assert all(r["device"].startswith("cpu") and r["max_tokens"] == 512 and r["commit"] for r in record["rows"])
+    assert [(r["model"], r["variant"]) for r in record["rows"]] == [(r[2], r[3]) for r in rows]
+    assert [round(r["tokens_per_s"]) for r in record["rows"]] == [int(r[4]) for r in rows]
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # nn.Transformer's inference path

@@ -221,9 +221,10 @@ def main(argv: list[str] | None = None) -> None:
                         f"{f'{100 * mfu:.1f}%' if mfu is not None else '-':>6}",
                         flush=True,
                     )
+                    if args.json:  # after every row: a run cut short keeps what it measured
+                        record = {"environment": env, "peak_tflops": peak, "steps": args.steps, "rows": rows}
+                        write_text(args.json, json.dumps(record, indent=2) + "\n")
     if args.json:
-        record = {"environment": env, "peak_tflops": peak, "steps": args.steps, "rows": rows}
-        write_text(args.json, json.dumps(record, indent=2) + "\n")
         print(f"\nwrote {args.json}")
 
 
