@@ -1,6 +1,7 @@
 """Loss, schedule, token batching and exact resumption."""
 
 import math
+import random
 
 import pytest
 import torch
@@ -168,3 +169,20 @@ def test_trainer_refuses_what_breaks_its_contract():
         Trainer(Transformer(TransformerConfig.preset("tiny", vocab_size=20)), random_examples(5))
     with pytest.raises(ValueError, match="no integer d_model"):
         Trainer(torch.nn.Linear(2, 2), task)
+
+
+def test_pad_multiple_gives_few_shapes_within_the_budget():
+    rng = random.Random(0)
+    pairs = [([5] * rng.randint(1, 30), [6] * rng.randint(1, 30)) for _ in range(500)]
+    task = TranslationTask(pairs, max_tokens=256, pad_multiple=8)
+    shapes = set()
+    for indices in task.train_batches(0):
+        batch = task.make_batch(indices, train=True)
+        assert batch.src.shape[1] % 8 == 0 and batch.tgt_in.shape[1] % 8 == 0
+        assert batch.src.shape[0] * max(batch.src.shape[1], batch.tgt_in.shape[1]) <= 256  # padded slots count
+        assert batch.n_tokens == sum(len(pairs[i][1]) + 1 for i in indices)  # the padding is not counted
+        shapes.add(tuple(batch.src.shape) + tuple(batch.tgt_in.shape))
+    plain = TranslationTask(pairs, max_tokens=256)
+    plain_batches = [plain.make_batch(indices, train=True) for indices in plain.train_batches(0)]
+    plain_shapes = {tuple(b.src.shape) + tuple(b.tgt_in.shape) for b in plain_batches}
+    assert len(shapes) < len(plain_shapes) / 2

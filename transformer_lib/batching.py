@@ -52,18 +52,27 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer) -> list
     return list(zip(sources, targets, strict=True))
 
 
-def pad_ids(rows: Sequence[Sequence[int]]) -> Tensor:
-    """Id lists of different lengths -> (len(rows), longest) tensor, padded with <pad>."""
-    longest = max(map(len, rows))
+def round_up(n: int, multiple: int) -> int:
+    """The smallest multiple of ``multiple`` that is at least ``n``."""
+    return -(-n // multiple) * multiple
+
+
+def pad_ids(rows: Sequence[Sequence[int]], multiple: int = 1) -> Tensor:
+    """Id lists of different lengths -> (len(rows), longest) tensor, padded with <pad>.
+
+    ``multiple`` > 1 pads the length further, up to a multiple of it: fewer distinct batch shapes,
+    which a GPU's per-shape work (kernel choice, compiled graphs) repeats less often.
+    """
+    longest = round_up(max(map(len, rows)), multiple)
     return torch.tensor([[*row, *[PAD_ID] * (longest - len(row))] for row in rows], dtype=torch.long)  # one copy
 
 
-def collate(examples: Sequence[tuple[list[int], list[int]]]) -> Batch:
-    """Pad a list of (source ids, target ids) into a :class:`Batch`."""
+def collate(examples: Sequence[tuple[list[int], list[int]]], multiple: int = 1) -> Batch:
+    """Pad a list of (source ids, target ids) into a :class:`Batch` (lengths up to a ``multiple``)."""
     return Batch(
-        src=pad_ids([src for src, _ in examples]),
-        tgt_in=pad_ids([[BOS_ID, *tgt] for _, tgt in examples]),
-        tgt_out=pad_ids([[*tgt, EOS_ID] for _, tgt in examples]),
+        src=pad_ids([src for src, _ in examples], multiple),
+        tgt_in=pad_ids([[BOS_ID, *tgt] for _, tgt in examples], multiple),
+        tgt_out=pad_ids([[*tgt, EOS_ID] for _, tgt in examples], multiple),
     )
 
 

@@ -135,7 +135,14 @@ def cmd_train(args: argparse.Namespace) -> None:
     train = encode_pairs(train_pairs, tokenizer)
     val = encode_pairs(val_pairs, tokenizer)
     task_config: TaskConfig = config["task"]
-    task = TranslationTask(train, val, task_config.max_tokens, task_config.label_smoothing, config["training"].seed)
+    task = TranslationTask(
+        train,
+        val,
+        task_config.max_tokens,
+        task_config.label_smoothing,
+        config["training"].seed,
+        task_config.pad_multiple,
+    )
     model = Transformer(config["model"])
     n_params = sum(p.numel() for p in model.parameters())
     if main:

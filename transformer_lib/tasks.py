@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lib.batching import Batch, collate, token_batches
+from transformer_lib.batching import Batch, collate, example_size, round_up, token_batches
 from transformer_lib.errors import InvalidValue
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.validation import check_fields, check_range
@@ -80,11 +80,13 @@ class TaskConfig:
 
     max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
     label_smoothing: float = 0.1
+    pad_multiple: int = 1  # pad lengths up to a multiple of this (8: few batch shapes, for a GPU)
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if self.max_tokens < 1:
-            raise InvalidValue(f"max_tokens must be a positive integer, got {self.max_tokens!r}")
+        for name in ("max_tokens", "pad_multiple"):
+            if getattr(self, name) < 1:
+                raise InvalidValue(f"{name} must be a positive integer, got {getattr(self, name)!r}")
         check_range(self, "label_smoothing", 0, 1, closed_high=False)
 
 
@@ -92,7 +94,8 @@ class TranslationTask:
     """Sentence pairs (source ids ending in <eos>, bare target ids) for an encoder-decoder model.
 
     Batches are cut under a budget of ``max_tokens`` token slots, sorted by length and shuffled
-    per epoch with ``seed + epoch`` (lesson 9). The training loss is cross-entropy with
+    per epoch with ``seed + epoch`` (lesson 9); with ``pad_multiple`` > 1 lengths are padded up to
+    a multiple of it, and the budget counts the padded slots. The training loss is cross-entropy with
     ``label_smoothing``, through PyTorch's fused ``F.cross_entropy`` (equal to lesson 9's
     :func:`~transformer_lib.training.label_smoothed_cross_entropy`, which the tests check); the
     validation loss is plain cross-entropy. Items are target tokens, padding excluded.
@@ -105,22 +108,27 @@ class TranslationTask:
         max_tokens: int = TaskConfig.max_tokens,
         label_smoothing: float = TaskConfig.label_smoothing,
         seed: int = 0,
+        pad_multiple: int = TaskConfig.pad_multiple,
     ) -> None:
-        TaskConfig(max_tokens, label_smoothing)  # checks both
+        TaskConfig(max_tokens, label_smoothing, pad_multiple)  # checks them
         if not train:
             raise InvalidValue("the training set is empty: there is nothing to train on")
         self.train, self.val = train, val or []
         self.max_tokens, self.label_smoothing, self.seed = max_tokens, label_smoothing, seed
+        self.pad_multiple = pad_multiple
+
+    def _size(self, example: Example) -> int:
+        return round_up(example_size(example), self.pad_multiple)
 
     def train_batches(self, epoch: int) -> list[list[int]]:
-        return token_batches(self.train, self.max_tokens, shuffle=True, seed=self.seed + epoch)
+        return token_batches(self.train, self.max_tokens, shuffle=True, seed=self.seed + epoch, size=self._size)
 
     def val_batches(self) -> list[list[int]]:
-        return token_batches(self.val, self.max_tokens, shuffle=False) if self.val else []
+        return token_batches(self.val, self.max_tokens, shuffle=False, size=self._size) if self.val else []
 
     def make_batch(self, indices: Sequence[int], train: bool) -> Batch:
         examples = self.train if train else self.val
-        return collate([examples[i] for i in indices])
+        return collate([examples[i] for i in indices], self.pad_multiple)
 
     def loss(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, int]:
         logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)

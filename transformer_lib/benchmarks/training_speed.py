@@ -14,7 +14,9 @@ padded batches, as the hardware computes them) over the GPU's dense bf16 peak.
 
 Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``+compile`` (``torch.compile``),
 ``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
-``scaled_dot_product_attention``; not applicable to ``nn.Transformer``). On a CPU the bf16 and
+``scaled_dot_product_attention``; not applicable to ``nn.Transformer``), ``+buckets`` (lengths
+padded up to a multiple of 8: a few batch shapes instead of hundreds; tokens/s counts real target
+tokens only, so the extra padding costs the variant what it costs in training). On a CPU the bf16 and
 compile variants are skipped; use the CPU only to check that the script runs. ``--json`` also
 writes the table, one row per measurement with the device, torch version and commit, for lesson
 12 to show.
@@ -46,7 +48,8 @@ from transformer_lib.utils import environment
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets, by device-name fragment.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 70.0, "T4": 65.0}
-VARIANTS = ("fp32", "fp32+by-hand", "bf16", "bf16+by-hand", "bf16+compile")
+VARIANTS = ("fp32", "fp32+by-hand", "bf16", "bf16+by-hand", "bf16+buckets", "bf16+compile", "bf16+compile+buckets")
+BUCKET = 8  # "+buckets": lengths padded up to a multiple of 8, so that batches come in few shapes
 MODELS = ("ours", "nn.Transformer")
 
 
@@ -128,6 +131,9 @@ def run_variant(
 ) -> dict:
     """Train ``warmup`` + len(batches) steps of one model and variant with the :class:`Trainer`'s
     own step; time the last len(batches)."""
+    if "buckets" in variant:
+        task = TranslationTask(task.train, max_tokens=task.max_tokens, pad_multiple=BUCKET)
+        batches = task.train_batches(0)[: len(batches)]
     torch.manual_seed(0)
     model = Transformer(config) if model_name == "ours" else TorchTransformer(config)
     if "by-hand" in variant:
