@@ -1,0 +1,82 @@
+"""The book's repository address: set once in _config.yml, used by every badge and install line.
+
+    python .ci/repository.py check            # every use agrees with _config.yml (tests do this too)
+    python .ci/repository.py set URL          # a fork: write URL to _config.yml and every use
+
+Uses: the Colab badges and install cells of the notebooks, the README, the book's pages and
+pyproject.toml. A Colab badge must also name its own notebook on the configured branch.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+USES = ["README.md", "pyproject.toml", "book/*.md", "notebooks/*.ipynb"]
+GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#]|\.git\b|$)")
+COLAB = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/notebooks/([\w.<>-]+)")
+
+
+def configured() -> tuple[str, str]:
+    """(owner/name, branch) from _config.yml's repository section."""
+    repository = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    match = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)", repository["url"])
+    if match is None:
+        raise SystemExit(f"_config.yml: repository.url must be https://github.com/OWNER/NAME, got {repository['url']}")
+    return match.group(1), repository["branch"]
+
+
+def files() -> list[Path]:
+    return sorted(path for pattern in USES for path in ROOT.glob(pattern))
+
+
+def problems() -> list[str]:
+    """Every use that disagrees with _config.yml, one line each (empty when all agree)."""
+    repo, branch = configured()
+    found = []
+    for path in files():
+        text, name = path.read_text(), path.relative_to(ROOT)
+        for slug in GITHUB.findall(text):
+            if slug != repo:
+                found.append(f"{name}: github.com/{slug}, but _config.yml says {repo}")
+        for slug, on_branch, notebook in COLAB.findall(text):
+            if slug != repo:
+                found.append(f"{name}: a Colab link to {slug}, but _config.yml says {repo}")
+            if on_branch != branch:
+                found.append(f"{name}: a Colab link on branch {on_branch}, but _config.yml says {branch}")
+            if path.suffix == ".ipynb" and notebook != path.name:
+                found.append(f"{name}: its Colab badge opens {notebook}")
+    return found
+
+
+def set_repository(url: str) -> None:
+    """Write ``url`` into _config.yml and replace the old address in every use."""
+    old, _ = configured()
+    match = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)", url)
+    if match is None:
+        raise SystemExit(f"the address must be https://github.com/OWNER/NAME, got {url}")
+    for path in [ROOT / "_config.yml", *files()]:
+        text = path.read_text()
+        new = text.replace(f"github.com/{old}", f"github.com/{match.group(1)}")
+        new = new.replace(f"google.com/github/{old}/", f"google.com/github/{match.group(1)}/")  # Colab links
+        if new != text:
+            path.write_text(new)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["set"] and len(argv) == 2:
+        set_repository(argv[1])
+    elif argv != ["check"]:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    found = problems()
+    print("\n".join(found) or f"every use names {configured()[0]} on branch {configured()[1]}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,59 @@
+"""The repository address is set once (_config.yml); every badge and install line must agree."""
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def repository():
+    spec = importlib.util.spec_from_file_location("repository", ROOT / ".ci" / "repository.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_use_agrees_with_the_config(repository):
+    assert repository.problems() == []
+
+
+def fake_repo(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "_config.yml", tmp_path / "_config.yml")
+    (tmp_path / "notebooks").mkdir()
+    badge = "https://colab.research.google.com/github/transformer-book/transformer-book/blob/main/notebooks/01_a.ipynb"
+    cell = {"cell_type": "markdown", "metadata": {}, "source": [f"[![Open In Colab](x.svg)]({badge})"]}
+    (tmp_path / "notebooks" / "01_a.ipynb").write_text(json.dumps({"cells": [cell]}))
+    (tmp_path / "README.md").write_text("pip install git+https://github.com/transformer-book/transformer-book\n")
+    return tmp_path
+
+
+def test_a_use_that_disagrees_is_reported(repository, tmp_path, monkeypatch):
+    monkeypatch.setattr(repository, "ROOT", fake_repo(tmp_path))
+    assert repository.problems() == []
+    (tmp_path / "notebooks" / "01_a.ipynb").rename(tmp_path / "notebooks" / "02_b.ipynb")  # the badge opens 01_a
+    (tmp_path / "README.md").write_text(
+        "git clone https://github.com/someone/else\n"
+        "https://colab.research.google.com/github/someone/else/blob/dev/notebooks/01_a.ipynb\n"
+    )
+    assert repository.problems() == [
+        "README.md: github.com/someone/else, but _config.yml says transformer-book/transformer-book",
+        "README.md: a Colab link to someone/else, but _config.yml says transformer-book/transformer-book",
+        "README.md: a Colab link on branch dev, but _config.yml says main",
+        "notebooks/02_b.ipynb: its Colab badge opens 01_a.ipynb",
+    ]
+
+
+def test_a_fork_sets_its_address_in_one_command(repository, tmp_path, monkeypatch):
+    monkeypatch.setattr(repository, "ROOT", fake_repo(tmp_path))
+    assert repository.main(["set", "https://github.com/me/fork"]) == 0
+    assert repository.configured() == ("me/fork", "main")
+    assert (
+        "google.com/github/me/fork/blob/main/notebooks/01_a.ipynb"
+        in (tmp_path / "notebooks" / "01_a.ipynb").read_text()
+    )
+    assert repository.problems() == []
