@@ -1,0 +1,22 @@
+"""The book's reference pages say what the package holds."""
+
+from pathlib import Path
+
+from transformer_lib.model import PRESETS
+from transformer_lib.training import TrainConfig
+
+BOOK = Path(__file__).resolve().parent.parent / "book"
+
+
+def test_the_quick_reference_sizes_are_the_packages_presets():
+    text = (BOOK / "quick_reference.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if line.startswith("|") and cells[0] in PRESETS:
+            rows[cells[0]] = cells[1:]
+    assert set(rows) == set(PRESETS)
+    for name, preset in PRESETS.items():
+        expected = [preset[k] for k in ("d_model", "n_heads", "n_layers", "d_ff", "dropout")]
+        assert [type(v)(cell) for v, cell in zip(expected, rows[name], strict=True)] == expected, name
+    assert f"warm-up of {TrainConfig.warmup} steps" in text
