@@ -54,9 +54,7 @@ def sum_across(values: list[float], device: torch.device) -> list[float]:
     """Element-wise sums over all processes (the values themselves in a single process)."""
     if not is_distributed():
         return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(tensor)
-    return tensor.tolist()
+    return sum_tensor(torch.tensor(values, dtype=torch.float64, device=device)).tolist()
 
 
 def sum_tensor(tensor: torch.Tensor) -> torch.Tensor:

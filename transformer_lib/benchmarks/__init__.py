@@ -5,4 +5,46 @@ python -m transformer_lib.benchmarks.profile_step    # where the time of one tra
 python -m transformer_lib.benchmarks.decode_speed    # a trained translator on a whole test set
 python -m transformer_lib.benchmarks.kv_cache        # the key-value cache's speed-up (lesson 10)
 python -m transformer_lib.benchmarks.attention_cost  # attention's time and memory against length (lesson 12)
+
+The helpers below are what the scripts share: a timing loop and the form of their records.
 """
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+from transformer_lib.files import write_text
+
+T = TypeVar("T")
+
+
+def median_seconds(run: Callable[[], T], repeats: int, device: torch.device) -> tuple[T, float, list[float]]:
+    """``run()`` once untimed (kernel choice, allocator), then ``repeats`` times timed, waiting for
+    the GPU each time. Returns the first run's result, the median seconds and every time."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    first = run()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - start)
+    return first, statistics.median(times), times
+
+
+def provenance(env: dict) -> dict:
+    """What every row of a record carries: the device, the torch version and the commit."""
+    return {"device": env["device"], "torch": env["torch"], "commit": env["git_commit"]}
+
+
+def write_record(path: str | os.PathLike, env: dict, rows: list[dict], **extra) -> None:
+    """A benchmark's record: its environment, any ``extra`` entries and its rows, as JSON."""
+    write_text(path, json.dumps({"environment": env, **extra, "rows": rows}, indent=2) + "\n")

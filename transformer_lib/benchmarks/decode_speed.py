@@ -13,16 +13,13 @@ translates worse would show).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 
+from transformer_lib.benchmarks import median_seconds, provenance, write_record
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
-from transformer_lib.files import write_text
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
@@ -52,26 +49,15 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for beam in args.beam_sizes:
         decoding = DecodeConfig(beam_size=beam, batch_size=args.batch_size)
-
-        def run(decoding: DecodeConfig = decoding) -> list[str]:
-            out = translate_sentences(model, tokenizer, sources, decoding, device)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            return out
-
-        hypotheses = run()  # warm-up: kernel selection, allocator
-        times = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-        seconds = statistics.median(times)
+        hypotheses, seconds, times = median_seconds(
+            lambda decoding=decoding: translate_sentences(model, tokenizer, sources, decoding, device),
+            args.repeats,
+            device,
+        )
         bleu = bleu_scores(hypotheses, references)["sacrebleu_cased"]
         rows.append(
             {
-                "device": env["device"],
-                "torch": env["torch"],
-                "commit": env["git_commit"],
+                **provenance(env),
                 "model": args.model.name,
                 "split": args.split,
                 "sentences": len(sources),
@@ -84,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(f"{beam:>4} {args.batch_size:>5} {seconds:>8.2f} {len(sources) / seconds:>7.0f} {bleu:>6.2f}", flush=True)
     if args.json:
-        write_text(args.json, json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+        write_record(args.json, env, rows)
         print(f"\nwrote {args.json}")
 
 

@@ -16,16 +16,13 @@ large one for batches.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from transformer_lib.benchmarks import median_seconds, provenance, write_record
 from transformer_lib.decoding import greedy_decode
-from transformer_lib.files import write_text
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.utils import environment
 
@@ -35,19 +32,10 @@ def time_greedy(
 ) -> tuple[float, float]:
     """Median seconds of ``greedy_decode`` over ``repeats`` runs (after one warm-up), and mean output length."""
 
-    def run() -> list[list[int]]:
-        out = greedy_decode(model, src, max_extra=max_extra, use_cache=use_cache)
-        if src.is_cuda:
-            torch.cuda.synchronize()
-        return out
-
-    outputs = run()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), sum(map(len, outputs)) / len(outputs)
+    outputs, seconds, _ = median_seconds(
+        lambda: greedy_decode(model, src, max_extra=max_extra, use_cache=use_cache), repeats, src.device
+    )
+    return seconds, sum(map(len, outputs)) / len(outputs)
 
 
 def benchmark(
@@ -85,14 +73,14 @@ def main(argv: list[str] | None = None) -> None:
     for preset in args.presets:
         for batch_size in args.batch_sizes:
             r = benchmark(preset, batch_size, args.tokens, device)
-            rows.append({"device": env["device"], "torch": env["torch"], "commit": env["git_commit"], **r})
+            rows.append({**provenance(env), **r})
             print(
                 f"{preset:<6} {batch_size:>5} {r['generated']:>9.1f} {r['no_cache_s']:>12.3f} {r['cache_s']:>9.3f} "
                 f"{r['no_cache_s'] / r['cache_s']:>7.1f}x"
             )
 
     if args.json:
-        write_text(args.json, json.dumps({"environment": env, "rows": rows}, indent=2) + "\n")
+        write_record(args.json, env, rows)
         print(f"\nwrote {args.json}")
 
 

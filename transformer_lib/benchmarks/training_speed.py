@@ -25,7 +25,6 @@ writes the table, one row per measurement with the device, torch version and com
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -36,8 +35,8 @@ from torch import Tensor, nn
 
 from transformer_lib.attention import causal_mask, keep_attention_weights
 from transformer_lib.batching import encode_pairs
+from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.data import load_pairs
-from transformer_lib.files import write_text
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.special_tokens import PAD_ID
@@ -124,16 +123,16 @@ def run_variant(
     model_name: str,
     variant: str,
     config: TransformerConfig,
-    task: TranslationTask,
-    batches: Sequence[Sequence[int]],
+    examples: Sequence[tuple[list[int], list[int]]],
+    max_tokens: int,
+    steps: int,
     warmup: int,
     device,
 ) -> dict:
-    """Train ``warmup`` + len(batches) steps of one model and variant with the :class:`Trainer`'s
-    own step; time the last len(batches)."""
-    if "buckets" in variant:
-        task = TranslationTask(task.train, max_tokens=task.max_tokens, pad_multiple=BUCKET)
-        batches = task.train_batches(0)[: len(batches)]
+    """Train ``warmup`` + ``steps`` steps of one model and variant with the :class:`Trainer`'s own
+    step, on the first token batches of ``examples``; time the last ``steps``."""
+    task = TranslationTask(examples, max_tokens=max_tokens, pad_multiple=BUCKET if "buckets" in variant else 1)
+    batches = task.train_batches(0)[:steps]
     torch.manual_seed(0)
     model = Transformer(config) if model_name == "ours" else TorchTransformer(config)
     if "by-hand" in variant:
@@ -197,8 +196,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     rows = []
     for max_tokens in args.max_tokens:
-        task = TranslationTask(examples, max_tokens=max_tokens)
-        batches = task.train_batches(0)[: args.steps]
         for preset in args.presets:
             config = TransformerConfig.preset(preset, vocab_size=vocab_size)
             for model_name in args.models:
@@ -207,13 +204,11 @@ def main(argv: list[str] | None = None) -> None:
                         continue
                     if model_name != "ours" and "by-hand" in variant:
                         continue
-                    r = run_variant(model_name, variant, config, task, batches, args.warmup, device)
+                    r = run_variant(model_name, variant, config, examples, max_tokens, args.steps, args.warmup, device)
                     mfu = r["tflops"] / peak if peak else None
                     rows.append(
                         {
-                            "device": env["device"],
-                            "torch": env["torch"],
-                            "commit": env["git_commit"],
+                            **provenance(env),
                             "preset": preset,
                             "max_tokens": max_tokens,
                             **r,
@@ -228,8 +223,7 @@ def main(argv: list[str] | None = None) -> None:
                         flush=True,
                     )
                     if args.json:  # after every row: a run cut short keeps what it measured
-                        record = {"environment": env, "peak_tflops": peak, "steps": args.steps, "rows": rows}
-                        write_text(args.json, json.dumps(record, indent=2) + "\n")
+                        write_record(args.json, env, rows, peak_tflops=peak, steps=args.steps)
     if args.json:
         print(f"\nwrote {args.json}")
 
