@@ -1,6 +1,12 @@
 """Re-run lessons top to bottom and store what they printed, the way the book keeps its outputs.
 
     python .ci/execute.py notebooks/09_training.ipynb [more notebooks ...]
+    python .ci/execute.py --only-tag solution notebooks/09_training.ipynb   # only self-contained cells
+
+With ``--only-tag``, a fresh kernel runs the lesson's first code cell (its set-up) and then only
+the cells with that tag, and only their outputs are stored: for cells that need nothing else from
+the lesson (the exercises' solutions), so that adding one does not cost a whole lesson's run. The
+test suite still runs every lesson top to bottom and compares.
 
 Each notebook runs in ``notebooks/`` (as a reader's would) with a fresh kernel; then the stream
 outputs of every cell are merged and progress bars reduced to their final state, exactly as
@@ -10,6 +16,7 @@ Prints the wall time of each lesson, the number the README's lesson table quotes
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from pathlib import Path
@@ -19,11 +26,19 @@ from nbclient import NotebookClient
 from nbval.plugin import coalesce_streams
 
 
-def execute(path: Path) -> float:
+def execute(path: Path, only_tag: str | None = None) -> float:
     notebook = nbformat.read(path, as_version=4)
+    run = notebook
+    if only_tag:
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        tagged = [cell for cell in code if only_tag in cell.metadata.get("tags", [])]
+        run = nbformat.v4.new_notebook(metadata=notebook.metadata)
+        run.cells = [copy.deepcopy(code[0]), *tagged]  # tagged cells are the lesson's own objects
     start = time.perf_counter()
-    NotebookClient(notebook, timeout=1800, resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(run, timeout=1800, resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
+    if only_tag:
+        run.cells[0].outputs = code[0].outputs  # the set-up cell keeps what the whole lesson printed
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = coalesce_streams(cell.outputs)
@@ -35,13 +50,17 @@ def execute(path: Path) -> float:
 
 
 def main() -> None:
-    paths = [Path(p) for p in sys.argv[1:]]
+    args = sys.argv[1:]
+    only_tag = None
+    if args[:1] == ["--only-tag"] and len(args) > 1:
+        only_tag, args = args[1], args[2:]
+    paths = [Path(p) for p in args]
     if not paths:
-        sys.exit("usage: python .ci/execute.py notebooks/NN_name.ipynb [...]")
+        sys.exit("usage: python .ci/execute.py [--only-tag TAG] notebooks/NN_name.ipynb [...]")
     for path in paths:
         if not path.is_file():
             sys.exit(f"no notebook at {path}")
-        print(f"{path.name}: {execute(path):.0f} s", flush=True)
+        print(f"{path.name}: {execute(path, only_tag):.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     python -m transformer_lib train --config multi30k_de_en_small      # a packaged config, or a path
     python -m transformer_lib evaluate --checkpoint runs/NAME/checkpoint.pt --split test_2016_flickr
     python -m transformer_lib translate --checkpoint runs/NAME/checkpoint.pt < input.txt > output.txt
+    python -m transformer_lib grade learner/04_attention.ipynb      # the exercises' checks, as a table
     torchrun --standalone --nproc_per_node=4 -m transformer_lib train --config ...   # several GPUs
 
 A training run writes one folder: the resolved config, the environment (versions, device, git
@@ -282,6 +283,14 @@ def cmd_pack(args: argparse.Namespace) -> None:
     print(f"packed into {sweep.pack(args.folder, args.archive)}")
 
 
+def cmd_grade(args: argparse.Namespace) -> None:
+    from transformer_lib import grading  # needs nbclient, which the book's requirements install
+
+    if args.timeout < 1:
+        raise InvalidValue(f"--timeout must be at least 1 second, got {args.timeout}")
+    print(grading.table(grading.grade(args.notebooks, args.timeout)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m transformer_lib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -313,13 +322,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
     p.add_argument("folder")
     p.add_argument("archive")
+    p = sub.add_parser("grade", help="run learners' notebooks and tabulate which exercise checks pass")
+    p.add_argument("notebooks", nargs="+", help="the notebooks (.ipynb) to run")
+    p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
     for name in ("train", "evaluate", "translate", "sweep"):
         p = sub.choices[name]
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     args = parser.parse_args(argv)
     try:
         commands = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate}
-        {**commands, "score": cmd_score, "sweep": cmd_sweep, "pack": cmd_pack}[args.command](args)
+        more = {"score": cmd_score, "sweep": cmd_sweep, "pack": cmd_pack, "grade": cmd_grade}
+        {**commands, **more}[args.command](args)
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 130
