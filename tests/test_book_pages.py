@@ -1,5 +1,6 @@
 """The book's reference pages say what the package holds."""
 
+import re
 from pathlib import Path
 
 from transformer_lib.model import PRESETS
@@ -20,3 +21,10 @@ def test_the_quick_reference_sizes_are_the_packages_presets():
         expected = [preset[k] for k in ("d_model", "n_heads", "n_layers", "d_ff", "dropout")]
         assert [type(v)(cell) for v, cell in zip(expected, rows[name], strict=True)] == expected, name
     assert f"warm-up of {TrainConfig.warmup} steps" in text
+
+
+def test_the_api_reference_documents_every_module():
+    package = Path(__file__).parent.parent / "transformer_lib"
+    modules = {p.stem for p in package.glob("*.py") if not p.name.startswith("_")}
+    documented = set(re.findall(r"automodule:: transformer_lib\.(\w+)", (BOOK / "api.md").read_text()))
+    assert documented == modules, f"missing: {modules - documented}, not modules: {documented - modules}"

@@ -3,7 +3,7 @@
 All decode a batch of sentences at once and stop each one at ``<eos>`` or at its length limit,
 ``source length + max_extra`` tokens (the paper's section 6.1 uses input length + 50). With
 ``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
-values of earlier positions (:class:`~transformer_lib.model.KVCache`); without it every step
+values of earlier positions (:class:`~transformer_lib.cache.KVCache`); without it every step
 recomputes the whole prefix. The tokens are the same either way.
 """
 

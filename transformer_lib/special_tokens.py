@@ -6,3 +6,4 @@ import SentencePiece. Every tokenizer of the package reserves these ids (lesson 
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS: dict[str, int] = {"<pad>": PAD_ID, "<bos>": BOS_ID, "<eos>": EOS_ID, "<unk>": UNK_ID}
+"""Each special piece and its id, in id order: padding, begin and end of sentence, unknown."""

@@ -55,6 +55,7 @@ class Task(Protocol):
 
 
 Example = tuple[list[int], list[int]]
+"""One training example: the source ids and the target ids (lists of token ids)."""
 
 
 def token_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, int]:

@@ -333,7 +333,8 @@ class Trainer:
         """Write :meth:`state` (plus ``extra`` entries) atomically; by default to run_dir/checkpoint.pt.
 
         With ``keep_last`` set, the run folder also keeps the weights of the last ``keep_last``
-        default checkpoints as ``weights-step<step>.pt``, which :func:`average_checkpoints` reads.
+        default checkpoints as ``weights-step<step>.pt``, which
+        :func:`~transformer_lib.checkpoint.average_checkpoints` reads.
         """
         state = {**self.state(), **self.extra_state, **extra}  # every process takes part in gathering it
         if not self.is_main:

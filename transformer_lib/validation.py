@@ -3,7 +3,7 @@
 YAML and Python both let a value of the wrong type through: ``norm_first: "no"`` is a truthy
 string, ``dropout: "high"`` fails later inside a comparison, ``splits: val`` is iterated letter by
 letter. :func:`check_fields` compares every field with its annotation (``int``, ``float``,
-``bool``, ``str``, ``X | None``, ``tuple[X, ...]``) and raises one :class:`InvalidValue` that
+``bool``, ``str``, ``X | None``, ``tuple[X, ...]``) and raises one :class:`~transformer_lib.errors.InvalidValue` that
 names the field; each dataclass then checks its own ranges.
 """
 
@@ -54,7 +54,7 @@ def _describe(kind: object) -> str:
 
 
 def check_fields(obj: object) -> None:
-    """Raise :class:`InvalidValue` for the first field of the dataclass ``obj`` whose value has the wrong type."""
+    """Raise :class:`~transformer_lib.errors.InvalidValue` for the first field of ``obj`` with a wrong type."""
     hints = typing.get_type_hints(type(obj))
     for field in dataclasses.fields(obj):
         value, kind = getattr(obj, field.name), hints[field.name]
@@ -65,7 +65,8 @@ def check_fields(obj: object) -> None:
 def check_range(
     obj: object, name: str, low: float | None = None, high: float | None = None, *, closed_high=True
 ) -> None:
-    """Raise :class:`InvalidValue` unless ``low <= obj.name`` (and ``<= high``, or ``< high``); None passes."""
+    """Raise :class:`~transformer_lib.errors.InvalidValue` unless ``low <= obj.name`` (and ``<= high``,
+    or ``< high``); None passes."""
     value = getattr(obj, name)
     if value is None:
         return

@@ -1,0 +1,84 @@
+"""The built website in a real browser (headless Chromium): every page renders its formulas,
+loads its images, logs no error and makes no request that leaves the machine.
+
+Needs the built site (``jupyter-book build .``, which ``.ci/run`` does before running this) and
+Chromium (``.ci/run`` installs Debian's); without either the tests skip and say why.
+"""
+
+import base64
+from pathlib import Path
+
+import pytest
+
+from browser import Browser, chromium_path, raw_latex, serve
+
+SITE = Path(__file__).parent.parent / "_build" / "html"
+NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip("no Chromium on PATH: install Debian's chromium (.ci/run does) to run the browser tests")
+    with Browser(executable) as browser:
+        yield browser
+
+
+def problems(report, base: str) -> list[str]:
+    """Every defect a reader would see (or the network would), one line each."""
+    found = [f"raw TeX: {snippet!r}" for snippet in raw_latex(report.text)]
+    found += [f"image does not load: {src}" for src in report.broken_images]
+    found += [f"MathJax error: {error}" for error in report.math_errors]
+    found += [f"console error: {error}" for error in report.console_errors]
+    found += [f"request leaves the machine: {url}" for url in report.external_requests(base)]
+    return found
+
+
+def site_pages() -> list[str]:
+    if not SITE.is_dir():
+        return []
+    pages = [p for p in SITE.rglob("*.html") if p.relative_to(SITE).parts[0] not in NOT_PAGES]
+    redirects = [p for p in pages if 'http-equiv="Refresh"' in p.read_text(encoding="utf-8")[:500]]  # index.html
+    return sorted(str(p.relative_to(SITE)) for p in pages if p not in redirects)
+
+
+def test_every_page_of_the_site(browser):
+    pages = site_pages()
+    if not pages:
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    assert len(pages) >= 20, pages
+    failures = []
+    with serve(SITE) as base:
+        for page in pages:
+            report = browser.open(base + page)
+            assert report.text.strip(), f"{page} shows no text"
+            failures += [f"{page}: {problem}" for problem in problems(report, base)]
+    assert not failures, "\n".join(failures)
+
+
+# The checks must be able to fail: a page with each defect, and one without.
+PIXEL = base64.b64decode(  # a 1 x 1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
+
+
+def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(browser, tmp_path):
+    (tmp_path / "pixel.png").write_bytes(PIXEL)
+    (tmp_path / "good.html").write_text(
+        "<html><head><link rel='icon' href='pixel.png'></head>"
+        "<body><p>Attention, typeset.</p><pre>echo $HOME</pre><img src='pixel.png'></body></html>"
+    )
+    (tmp_path / "bad.html").write_text(
+        "<html><body><p>The score is $q \\cdot k$ over \\frac{1}{2}.</p>"
+        "<img src='missing.png'><img src='https://example.com/logo.png'>"
+        "<script>undefinedFunction()</script></body></html>"
+    )
+    with serve(tmp_path) as base:
+        assert problems(browser.open(base + "good.html"), base) == []
+        found = problems(browser.open(base + "bad.html"), base)
+    assert any(p.startswith("raw TeX: ") and "$q" in p for p in found), found
+    assert any(p.startswith("raw TeX: ") and "\\frac" in p for p in found), found
+    assert any(p.startswith("image does not load: ") and p.endswith("missing.png") for p in found), found
+    assert "request leaves the machine: https://example.com/logo.png" in found, found
+    assert any(p.startswith("console error: ") and "undefinedFunction" in p for p in found), found
