@@ -9,7 +9,6 @@ import base64
 from pathlib import Path
 
 import pytest
-
 from browser import Browser, chromium_path, raw_latex, serve
 
 SITE = Path(__file__).parent.parent / "_build" / "html"
