@@ -25,6 +25,7 @@ from pathlib import Path
 import websocket
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+WINDOW = "--window-size=1280,900"  # a laptop's screen: the width decides what fits the column
 
 
 def chromium_path() -> str | None:
@@ -59,6 +60,7 @@ class PageReport:
     text: str = ""  # visible text outside code blocks
     broken_images: list[str] = field(default_factory=list)
     math_errors: list[str] = field(default_factory=list)
+    too_wide: list[str] = field(default_factory=list)  # code blocks and display formulas that scroll sideways
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     values: dict = field(default_factory=dict)  # whatever the caller's script returned
@@ -79,7 +81,10 @@ INSPECT = """
                                      .map(img => img.currentSrc || img.src);
   const mathErrors = [...document.querySelectorAll('mjx-merror, .MathJax_Error')]
                      .map(e => e.getAttribute('data-mjx-error') || e.textContent);
-  return {text: clone.innerText, images, mathErrors};
+  const tooWide = [...document.querySelectorAll('.bd-article pre, .bd-article mjx-container[display="true"]')]
+                  .filter(e => e.scrollWidth > e.clientWidth + 1)
+                  .map(e => e.textContent.trim().slice(0, 60));
+  return {text: clone.innerText, images, mathErrors, tooWide};
 })()
 """
 
@@ -90,7 +95,7 @@ class Browser:
     def __init__(self, executable: str) -> None:
         self.profile = tempfile.mkdtemp(prefix="chromium-profile-")
         self.process = subprocess.Popen(
-            [executable, *CHROMIUM_FLAGS, "--remote-debugging-port=0", f"--user-data-dir={self.profile}"],
+            [executable, *CHROMIUM_FLAGS, WINDOW, "--remote-debugging-port=0", f"--user-data-dir={self.profile}"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -179,6 +184,7 @@ class Browser:
                 report.values = evaluate(script) or {}
             seen = evaluate(INSPECT)
             report.text, report.broken_images, report.math_errors = seen["text"], seen["images"], seen["mathErrors"]
+            report.too_wide = seen["tooWide"]
             time.sleep(0.2)  # let late events (a failed request, a console error) arrive
             ws.settimeout(0.5)
             try:

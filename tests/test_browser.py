@@ -29,6 +29,7 @@ def problems(report, base: str) -> list[str]:
     found = [f"raw TeX: {snippet!r}" for snippet in raw_latex(report.text)]
     found += [f"image does not load: {src}" for src in report.broken_images]
     found += [f"MathJax error: {error}" for error in report.math_errors]
+    found += [f"scrolls sideways: {start!r}" for start in report.too_wide]
     found += [f"console error: {error}" for error in report.console_errors]
     found += [f"request leaves the machine: {url}" for url in report.external_requests(base)]
     return found
@@ -66,10 +67,12 @@ def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(browser, tm
     (tmp_path / "pixel.png").write_bytes(PIXEL)
     (tmp_path / "good.html").write_text(
         "<html><head><link rel='icon' href='pixel.png'></head>"
-        "<body><p>Attention, typeset.</p><pre>echo $HOME</pre><img src='pixel.png'></body></html>"
+        "<body><div class='bd-article'><p>Attention, typeset.</p><pre>echo $HOME</pre><img src='pixel.png'>"
+        "</div></body></html>"
     )
     (tmp_path / "bad.html").write_text(
-        "<html><body><p>The score is $q \\cdot k$ over \\frac{1}{2}.</p>"
+        "<html><body><div class='bd-article'><p>The score is $q \\cdot k$ over \\frac{1}{2}.</p>"
+        f"<pre style='overflow-x: auto'>{'x' * 400}</pre></div>"
         "<img src='missing.png'><img src='https://example.com/logo.png'>"
         "<script>undefinedFunction()</script></body></html>"
     )
@@ -81,3 +84,4 @@ def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(browser, tm
     assert any(p.startswith("image does not load: ") and p.endswith("missing.png") for p in found), found
     assert "request leaves the machine: https://example.com/logo.png" in found, found
     assert any(p.startswith("console error: ") and "undefinedFunction" in p for p in found), found
+    assert any(p.startswith("scrolls sideways: 'xxx") for p in found), found

@@ -1,5 +1,7 @@
 """The command line: train, evaluate and translate, with the parts that lessons 9 and 10 build.
 
+For example::
+
     python -m transformer_lib train --config multi30k_de_en_small      # a packaged config, or a path
     python -m transformer_lib evaluate --checkpoint runs/NAME/checkpoint.pt --split test_2016_flickr
     python -m transformer_lib translate --checkpoint runs/NAME/checkpoint.pt < input.txt > output.txt

@@ -1,5 +1,7 @@
 """A training run's configuration: six sections of YAML, each a dataclass, checked before anything runs.
 
+The sections::
+
     data:       DataConfig     languages, vocabulary
     model:      a preset name and any field of TransformerConfig
     task:       TaskConfig     the token budget of a batch, label smoothing

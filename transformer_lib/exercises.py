@@ -131,7 +131,7 @@ def _crossing_point(n: Any) -> str:
     n = _number(n, "the sequence length n")
     d = 128
     if n in (2 * d, 2 * d + 1):
-        return f"at n = {2 * d} both terms are {2 * (2 * d) ** 2 * d:,}; beyond it attention's own products dominate"
+        return f"at n = {2 * d} both terms are {2 * (2 * d) ** 2 * d:,}; beyond it, attention's own dominate"
     quadratic, projections = 2 * n**2 * d, 4 * n * d**2
     side = "still smaller" if quadratic < projections else "already larger"
     raise Wrong(f"at n = {n:g}, 2n²d = {quadratic:,.0f} is {side} than 4nd² = {projections:,.0f}")
@@ -289,7 +289,7 @@ def _untied_parameters(count: Any) -> str:
 def _learned_position_parameters(count: Any) -> str:
     count = _number(count, "a parameter count")
     if count == 512 * 512:
-        return "512 · 512 = 262,144: one table, shared by encoder and decoder, as the package builds it"
+        return "512 · 512 = 262,144: one table, shared by the encoder and the decoder"
     if count == 2 * 512 * 512:
         raise Wrong("the package builds one table for both stacks: check with count_parameters")
     raise Wrong(f"{count:,.0f} is not max_len × d_model")

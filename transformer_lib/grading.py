@@ -1,5 +1,7 @@
 """Grade learners' notebooks: run each one and tabulate the exercise checks it called.
 
+For example::
+
     python -m transformer_lib grade alice/04_attention.ipynb bob/04_attention.ipynb
 
 Each notebook runs top to bottom in a fresh kernel, in its own folder, with every cell run even

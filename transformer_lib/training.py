@@ -16,6 +16,7 @@ import math
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -189,12 +190,16 @@ class Trainer:
         total = self.total_steps()
         per_step = c.grad_accum * self.world
         deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes else math.inf
+        # In a notebook, the bar goes to stdout: the book's pages show a cell's stdout before its
+        # stderr, which would put the bar after what training printed.
+        in_notebook = "ipykernel" in sys.modules
         bar = tqdm(
             total=total,
             initial=self.step,
             desc="train",
             disable=not (c.progress and self.is_main),
-            dynamic_ncols=True,
+            file=sys.stdout if in_notebook else None,
+            dynamic_ncols=not in_notebook,
             mininterval=1.0,
         )
         while self.step < total:

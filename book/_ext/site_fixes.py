@@ -4,9 +4,37 @@
   ``Identifier 'THEBE_JS_URL' has already been declared``: keep one copy of each script.
 * pydata-sphinx-theme logs ``Got invalid theme mode`` on a reader's first visit unless a default
   colour mode is set: default to the reader's system setting.
+* The citations in the text are author-year ("Vaswani et al., 2017"); the bibliography's entries
+  get the same labels (pybtex's styles offer only numbers or "[VSP+17]"), sorted by author and
+  year: the style ``authoryear`` (``bibtex_default_style`` in ``_config.yml``).
 """
 
 from __future__ import annotations
+
+from pybtex.plugin import register_plugin
+from pybtex.style.formatting.unsrt import Style as UnsrtStyle
+from pybtex.style.labels import BaseLabelStyle
+
+
+class AuthorYearLabels(BaseLabelStyle):
+    """ "Vaswani et al., 2017", "Kudo and Richardson, 2018", "Kudo, 2018": as the text cites them."""
+
+    def format_labels(self, sorted_entries):
+        for entry in sorted_entries:
+            people = entry.persons.get("author") or entry.persons.get("editor") or []
+            names = ["".join(person.last_names).replace("{", "").replace("}", "") for person in people]
+            if len(names) > 2:
+                who = f"{names[0]} et al."
+            elif names:
+                who = " and ".join(names)
+            else:
+                who = entry.fields.get("institution", entry.key)
+            yield f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+
+class AuthorYearStyle(UnsrtStyle):
+    default_label_style = "authoryear"
+    default_sorting_style = "author_year_title"
 
 
 def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
@@ -25,5 +53,7 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
 
 
 def setup(app):
+    register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
+    register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
     app.connect("html-page-context", _one_of_each_script, priority=900)  # after the themes added theirs
     return {"parallel_read_safe": True, "parallel_write_safe": True}
