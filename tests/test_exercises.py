@@ -199,8 +199,10 @@ def learner_notebook(path: Path) -> None:
         cell('check("04.1", lambda q, k, v, tau: v)'),  # wrong, then right: the last try counts
         cell('check("04.1", lambda q, k, v, tau: (q @ k.transpose(-2, -1) / (tau * 4)).softmax(-1) @ v)'),
         cell("1 / 0"),  # a broken cell does not stop the rest
+        cell("int('x')"),  # an error the lesson shows on purpose is not counted
         cell('check("05.3", 4 * 512 * 512)'),  # another lesson's check, called here, is listed too
     ]
+    notebook.cells[-2].metadata["tags"] = ["raises-exception"]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, path)
 
