@@ -33,12 +33,12 @@ def execute(path: Path, only_tag: str | None = None) -> float:
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         tagged = [cell for cell in code if only_tag in cell.metadata.get("tags", [])]
         run = nbformat.v4.new_notebook(metadata=notebook.metadata)
-        run.cells = [copy.deepcopy(code[0]), *tagged]  # tagged cells are the lesson's own objects
+        # the tagged cells are the lesson's own objects (their outputs land in it); the set-up cell
+        # is a copy, so that it keeps what the whole lesson printed
+        run.cells = [copy.deepcopy(code[0]), *tagged]
     start = time.perf_counter()
     NotebookClient(run, timeout=1800, resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
-    if only_tag:
-        run.cells[0].outputs = code[0].outputs  # the set-up cell keeps what the whole lesson printed
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = coalesce_streams(cell.outputs)

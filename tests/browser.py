@@ -63,7 +63,6 @@ class PageReport:
     too_wide: list[str] = field(default_factory=list)  # code blocks and display formulas that scroll sideways
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
-    values: dict = field(default_factory=dict)  # whatever the caller's script returned
 
     def external_requests(self, base: str) -> list[str]:
         local = (base, "data:", "blob:", "about:", "chrome-extension:", "devtools:")
@@ -127,9 +126,8 @@ class Browser:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
-    def open(self, url: str, script: str | None = None, timeout: float = 60) -> PageReport:
-        """Load ``url``, wait for it and for MathJax, inspect it; ``script`` (an async JS expression)
-        may act on the page first, and what it returns lands in ``report.values``."""
+    def open(self, url: str, timeout: float = 60) -> PageReport:
+        """Load ``url`` in a fresh tab, wait for it and for MathJax, and inspect it."""
         target = self._endpoint("/json/new?about:blank", method="PUT")
         ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True)
         report = PageReport(url)
@@ -180,8 +178,6 @@ class Browser:
                 on_event(json.loads(ws.recv()))
             if not loaded:
                 raise TimeoutError(f"{url} did not finish loading within {timeout} s")
-            if script:
-                report.values = evaluate(script) or {}
             seen = evaluate(INSPECT)
             report.text, report.broken_images, report.math_errors = seen["text"], seen["images"], seen["mathErrors"]
             report.too_wide = seen["tooWide"]

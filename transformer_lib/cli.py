@@ -332,9 +332,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     args = parser.parse_args(argv)
     try:
-        commands = {"train": cmd_train, "evaluate": cmd_evaluate, "translate": cmd_translate}
-        more = {"score": cmd_score, "sweep": cmd_sweep, "pack": cmd_pack, "grade": cmd_grade}
-        {**commands, **more}[args.command](args)
+        commands = {
+            "train": cmd_train,
+            "evaluate": cmd_evaluate,
+            "translate": cmd_translate,
+            "score": cmd_score,
+            "sweep": cmd_sweep,
+            "pack": cmd_pack,
+            "grade": cmd_grade,
+        }
+        commands[args.command](args)
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 130

@@ -116,10 +116,17 @@ def _inputs(*shape: int, seed: int = 0, scale: float = 1.0) -> Tensor:
 
 
 def _reference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, tau: float = 1.0) -> Tensor:
-    scores = q @ k.transpose(-2, -1) / (tau * math.sqrt(q.shape[-1]))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return scores.softmax(-1) @ v
+    """PyTorch's fused attention (same mask convention), with the temperature in its scale."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1 / (tau * math.sqrt(q.shape[-1])))
+
+
+D_MODEL, D_FF = 512, 2048  # the base model's sizes, which the counting exercises ask about
+
+
+def _base_sublayers() -> tuple[int, int, int]:
+    """Parameters of the base model's attention (with biases), feed-forward network and LayerNorm."""
+    d = D_MODEL
+    return 4 * d * d + 4 * d, 2 * d * D_FF + D_FF + d, 2 * d
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +233,7 @@ def _one_head_or_eight(x: Any) -> str:
 @_exercise("05.3", "The parameters of MultiHeadAttention(512, 8, bias=False)")
 def _no_bias_parameters(count: Any) -> str:
     count = _number(count, "a parameter count")
-    d = 512
+    d = D_MODEL
     if count == 4 * d * d:
         return f"4 · 512² = {4 * d * d:,}: W^Q, W^K, W^V and W^O, whatever the number of heads"
     hints = {
@@ -257,8 +264,8 @@ def _rms_norm(rms_norm: Any) -> str:
 @_exercise("07.2", "The parameters of one base decoder layer (d_model 512, 8 heads, d_ff 2048)")
 def _decoder_layer_parameters(count: Any) -> str:
     count = _number(count, "a parameter count")
-    d, d_ff = 512, 2048
-    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * d_ff + d_ff + d, 2 * d
+    d, d_ff = D_MODEL, D_FF
+    attention, ffn, norm = _base_sublayers()
     if count == 2 * attention + ffn + 3 * norm:
         return f"{count:,.0f}; an encoder layer has {attention + ffn + 2 * norm:,}: cross-attention and a third norm"
     hints = {
@@ -273,8 +280,8 @@ def _decoder_layer_parameters(count: Any) -> str:
 @_exercise("08.1", "The base model's parameters with two 20,000-token vocabularies and no tying")
 def _untied_parameters(count: Any) -> str:
     count = _number(count, "a parameter count")
-    d, d_ff, n, v = 512, 2048, 6, 20_000
-    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * d_ff + d_ff + d, 2 * d
+    d, n, v = D_MODEL, 6, 20_000
+    attention, ffn, norm = _base_sublayers()
     body = n * (attention + ffn + 2 * norm) + n * (2 * attention + ffn + 3 * norm)  # post-norm: no final norms
     if count == body + 3 * v * d:
         return f"{count:,.0f}: two embeddings and the output projection, {3 * v * d:,} of them"
