@@ -6,6 +6,7 @@ For example::
     python -m transformer_lib evaluate --checkpoint runs/NAME/checkpoint.pt --split test_2016_flickr
     python -m transformer_lib translate --checkpoint runs/NAME/checkpoint.pt < input.txt > output.txt
     python -m transformer_lib grade learner/04_attention.ipynb      # the exercises' checks, as a table
+    python -m transformer_lib export-onnx runs/NAME exported/de_en  # ONNX files for a browser (book: translator)
     torchrun --standalone --nproc_per_node=4 -m transformer_lib train --config ...   # several GPUs
 
 A training run writes one folder: the resolved config, the environment (versions, device, git
@@ -35,6 +36,7 @@ from transformer_lib.batching import encode_pairs
 from transformer_lib.config import DataConfig, DecodeConfig, load_config, resolved_config
 from transformer_lib.data import LANGUAGES, SPLITS, load_multi30k, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile, TransformerLibError
+from transformer_lib.export import PRECISIONS, export_onnx
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.tasks import TaskConfig, TranslationTask
@@ -285,6 +287,12 @@ def cmd_pack(args: argparse.Namespace) -> None:
     print(f"packed into {sweep.pack(args.folder, args.archive)}")
 
 
+def cmd_export_onnx(args: argparse.Namespace) -> None:
+    out = export_onnx(args.checkpoint, args.out, args.precision)
+    sizes = ", ".join(f"{f.name} {f.stat().st_size / 1e6:.1f} MB" for f in sorted(out.iterdir()))
+    print(f"exported to {out}: {sizes}")
+
+
 def cmd_grade(args: argparse.Namespace) -> None:
     from transformer_lib import grading  # needs nbclient, which the book's requirements install
 
@@ -324,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
     p.add_argument("folder")
     p.add_argument("archive")
+    p = sub.add_parser("export-onnx", help="write a translator as ONNX files (encoder, decoder, tokenizer)")
+    p.add_argument("checkpoint", help="a run folder or its checkpoint.pt")
+    p.add_argument("out", help="the folder to write")
+    p.add_argument("--precision", default="fp16", choices=PRECISIONS, help="weights (default fp16)")
     p = sub.add_parser("grade", help="run learners' notebooks and tabulate which exercise checks pass")
     p.add_argument("notebooks", nargs="+", help="the notebooks (.ipynb) to run")
     p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
@@ -340,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sweep": cmd_sweep,
             "pack": cmd_pack,
             "grade": cmd_grade,
+            "export-onnx": cmd_export_onnx,
         }
         commands[args.command](args)
     except Interrupted as exc:

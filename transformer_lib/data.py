@@ -20,6 +20,7 @@ import hashlib
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from transformer_lib.errors import InvalidValue, TransformerLibError
@@ -80,12 +81,17 @@ def file_name(split: str, lang: str) -> str:
     return name
 
 
-def cache_dir() -> Path:
-    """Where downloaded files are kept."""
+def cache_root() -> Path:
+    """Where the package keeps what it downloads (Multi30k here, the browser's runtime in :mod:`web_runtime`)."""
     if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]) / "multi30k"
+        return Path(os.environ[CACHE_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "transformer_lib" / "multi30k"
+    return Path(base) / "transformer_lib"
+
+
+def cache_dir() -> Path:
+    """Where downloaded Multi30k files are kept."""
+    return cache_root() / "multi30k"
 
 
 def sha256_of(path: Path) -> str:
@@ -106,8 +112,9 @@ def _verify(path: Path, name: str, fix: str) -> Path:
     return path
 
 
-def _download(url: str, dest: Path, name: str) -> None:
-    """Download ``url`` to ``dest`` atomically: a temporary file in the same folder, then rename.
+def download(url: str, dest: Path, verify: Callable[[Path], object], offline: str) -> None:
+    """Download ``url`` to ``dest`` atomically: a temporary file in the same folder, checked by
+    ``verify`` (which raises), then renamed. ``offline`` says what to do without internet.
 
     A failed download leaves nothing behind: no partial file, and no folder it had to create.
     """
@@ -117,11 +124,10 @@ def _download(url: str, dest: Path, name: str) -> None:
             with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
                 for block in iter(lambda: response.read(1 << 20), b""):
                     out.write(block)
-            _verify(tmp, name, f"the download from {url} was damaged; try again")
+            verify(tmp)
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         raise DataError(
-            f"could not download {url} ({exc}). Check your internet connection, or put the "
-            f"Multi30k .gz files in a folder and set {LOCAL_DIR_ENV} to that folder."
+            f"could not download {url} ({exc}). Check your internet connection, or {offline}."
         ) from None  # the message says it all: no chained traceback of urllib's internals
     finally:
         for folder in created:  # innermost first; only folders this call made, and only if empty
@@ -144,7 +150,12 @@ def fetch(split: str, lang: str) -> Path:
         return _verify(path, name, f"replace it with the file from {BASE_URL}/{name}")
     path = cache_dir() / name
     if not path.is_file():
-        _download(f"{BASE_URL}/{name}", path, name)
+        download(
+            f"{BASE_URL}/{name}",
+            path,
+            lambda tmp: _verify(tmp, name, f"the download from {BASE_URL}/{name} was damaged; try again"),
+            f"put the Multi30k .gz files in a folder and set {LOCAL_DIR_ENV} to that folder",
+        )
         return path
     return _verify(path, name, "delete it and it will be downloaded again")
 

@@ -27,6 +27,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a site's files from its web server
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -1,0 +1,75 @@
+"""The files of the in-browser translator (book/translator.md), written into the built site.
+
+After an HTML build, ``_static/translator/`` of the output receives:
+
+* ``ort/``: ONNX Runtime Web (:mod:`transformer_lib.web_runtime`: pinned, checksum-verified, cached);
+* ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx``, ``tokenizer.json.gz`` and
+  ``model.json``, exported from the checkpoints that ``translator_models`` names in
+  ``_config.yml`` (:func:`transformer_lib.export.cached_export`: once per machine), with the
+  BLEU measured for exactly that checkpoint and precision in ``translator_record``.
+
+To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
+(``python -m transformer_lib.benchmarks.onnx_precision``): a checkpoint without a measured
+BLEU stops the build, so that the page never states a number nobody measured.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from sphinx.errors import ExtensionError
+
+from transformer_lib import web_runtime
+from transformer_lib.data import sha256_of
+from transformer_lib.export import cached_export
+from transformer_lib.files import write_text
+
+SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.json.gz")
+
+
+def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
+    """The row of the precision benchmark's record for this checkpoint and precision."""
+    if not record.is_file():
+        raise ExtensionError(f"{record} does not exist: run python -m transformer_lib.benchmarks.onnx_precision")
+    sha = sha256_of(checkpoint)
+    rows = json.loads(record.read_text(encoding="utf-8"))["rows"]
+    for row in rows:
+        if row["checkpoint_sha256"] == sha and row["precision"] == precision and row["runtime"] == "onnxruntime":
+            return row
+    raise ExtensionError(
+        f"{record} has no BLEU for {checkpoint} in {precision}: run "
+        f"python -m transformer_lib.benchmarks.onnx_precision --models {checkpoint}"
+    )
+
+
+def write_translator_files(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    root = Path(app.srcdir)
+    target = Path(app.outdir) / "_static" / "translator"
+    web_runtime.install(target / "ort")
+    precision = app.config.translator_precision
+    for direction, name in app.config.translator_models.items():
+        checkpoint = root / name
+        folder = cached_export(checkpoint, precision)
+        out = target / "models" / direction
+        out.mkdir(parents=True, exist_ok=True)
+        for file in SERVED:
+            shutil.copyfile(folder / file, out / file)
+            (out / file).chmod(0o644)
+        info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+        bleu = measured_bleu(root / app.config.translator_record, checkpoint, precision)
+        info["checkpoint"] = name
+        info["bleu"] = {k: bleu[k] for k in ("split", "sacrebleu_cased", "decoding", "sentences")}
+        info["megabytes"] = round(sum((out / f).stat().st_size for f in SERVED[:2]) / 1e6, 1)
+        write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
+
+
+def setup(app):
+    app.add_config_value("translator_models", {}, "html")  # direction -> checkpoint, from the book's root
+    app.add_config_value("translator_precision", "fp16", "html")
+    app.add_config_value("translator_record", "results/translator/onnx_precision.json", "html")
+    app.connect("build-finished", write_translator_files)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

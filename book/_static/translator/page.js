@@ -1,0 +1,122 @@
+// The translator page (book/translator.md): a text box, a direction, the translation, and the
+// cross-attention of every output token over the source tokens as a heatmap.
+
+import { Translator } from "./translator.js";
+
+const $ = (id) => document.getElementById(id);
+const translators = new Map(); // direction -> Promise<Translator>, loaded on first use
+let last = null; // the latest result, redrawn when the layer or head changes
+
+function translator(direction) {
+  if (!translators.has(direction)) translators.set(direction, Translator.load(direction));
+  return translators.get(direction);
+}
+
+function describe(info) {
+  const c = info.config;
+  const bleu = info.bleu;
+  return `Model: ${info.src}→${info.tgt}, trained on Multi30k in lesson 11 (${c.n_layers} encoder and ` +
+    `${c.n_layers} decoder layers, d_model ${c.d_model}, ${c.n_heads} heads, ` +
+    `${(info.parameters / 1e6).toFixed(1)}M parameters), ${info.megabytes} MB in ${info.precision}. ` +
+    `BLEU ${bleu.sacrebleu_cased.toFixed(1)} (cased sacreBLEU, ${bleu.decoding} decoding of these files, ` +
+    `${bleu.sentences} sentences of ${bleu.split}).`;
+}
+
+// Mean weight over the chosen layers and heads: attention (1, layers, heads, rows, cols).
+function weights(attention, layer, head) {
+  const [, layers, heads, rows, cols] = attention.dims;
+  const data = attention.data;
+  const chosenLayers = layer === "mean" ? [...Array(layers).keys()] : [Number(layer)];
+  const chosenHeads = head === "mean" ? [...Array(heads).keys()] : [Number(head)];
+  const out = Array.from({ length: rows }, () => new Float64Array(cols));
+  for (const l of chosenLayers) for (const h of chosenHeads) {
+    const base = (l * heads + h) * rows * cols;
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[r][c] += data[base + r * cols + c];
+  }
+  const n = chosenLayers.length * chosenHeads.length;
+  return out.map((row) => row.map((w) => w / n));
+}
+
+function cell(tag, text, className) {
+  const element = document.createElement(tag);
+  element.textContent = text;
+  if (className) element.className = className;
+  return element;
+}
+
+function drawHeatmap() {
+  const table = $("translator-heatmap");
+  table.replaceChildren();
+  if (!last) return;
+  const { result, tokenizer } = last;
+  const w = weights(result.attention, $("translator-layer").value, $("translator-head").value);
+  const header = document.createElement("tr");
+  header.append(cell("th", "output ↓ / source →", "corner"));
+  for (const id of result.srcIds) header.append(cell("th", tokenizer.label(id), "source"));
+  table.append(header);
+  result.ids.forEach((id, r) => {
+    const row = document.createElement("tr");
+    row.className = "output-row";
+    row.append(cell("th", tokenizer.label(id), "output"));
+    w[r].forEach((value, c) => {
+      const td = cell("td", "");
+      td.style.backgroundColor = `rgba(31, 90, 180, ${value.toFixed(3)})`;
+      td.title = `${tokenizer.label(id)} → ${tokenizer.label(result.srcIds[c])}: ${value.toFixed(2)}`;
+      row.append(td);
+    });
+    table.append(row);
+  });
+}
+
+function fillSelect(select, count, noun) {
+  const current = select.value;
+  select.replaceChildren(new Option(`mean of all ${noun}s`, "mean"));
+  for (let i = 0; i < count; i++) select.append(new Option(`${noun} ${i + 1}`, String(i)));
+  select.value = [...select.options].some((o) => o.value === current) ? current : "mean";
+}
+
+async function run() {
+  const direction = $("translator-direction").value;
+  const text = $("translator-input").value;
+  const status = $("translator-status");
+  $("translator-button").disabled = true;
+  status.textContent = "Loading the model (about 10 MB, once)…";
+  try {
+    const model = await translator(direction);
+    $("translator-model").textContent = describe(model.info);
+    status.textContent = "Translating…";
+    const result = await model.translate(text);
+    $("translator-output").textContent = result.text;
+    const [, layers, heads] = result.attention.dims;
+    fillSelect($("translator-layer"), layers, "layer");
+    fillSelect($("translator-head"), heads, "head");
+    last = { result, tokenizer: model.tokenizer };
+    drawHeatmap();
+    status.textContent = `${result.ids.length} tokens from ${result.srcIds.length} in ${Math.round(result.ms)} ms, ` +
+      "on this computer.";
+    status.dataset.ms = String(result.ms);
+    status.dataset.done = String(Number(status.dataset.done || 0) + 1);
+  } catch (error) {
+    status.textContent = `The translator could not run: ${error.message}`;
+    status.dataset.error = error.message;
+  } finally {
+    $("translator-button").disabled = false;
+  }
+}
+
+const EXAMPLES = {
+  de_en: "Zwei junge Männer spielen auf einer grünen Wiese Fußball, während ein Hund neben ihnen schläft.",
+  en_de: "Two young men are playing soccer on a green field while a dog sleeps next to them.",
+};
+
+$("translator-direction").addEventListener("change", () => {
+  $("translator-input").value = EXAMPLES[$("translator-direction").value];
+});
+$("translator-button").addEventListener("click", run);
+$("translator-input").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); run(); }
+});
+$("translator-layer").addEventListener("change", drawHeatmap);
+$("translator-head").addEventListener("change", drawHeatmap);
+$("translator-input").value = EXAMPLES[$("translator-direction").value];
+$("translator-button").disabled = false;

@@ -1,0 +1,99 @@
+// SentencePiece's byte-pair encoding, in the browser: the same ids as the package's Tokenizer.
+//
+// Reads the tokenizer.json that transformer_lib.export writes (pieces, scores, the normalizer's
+// character map). Three steps, as SentencePiece does them:
+//   1. normalize: at each position replace the longest string the character map holds (NFKC and a
+//      few fixes), drop leading, trailing and repeated spaces, mark spaces (and the start) with "▁";
+//   2. merge: start from single characters and repeatedly merge the adjacent pair whose union is a
+//      piece with the highest score (the leftmost pair on a tie): lesson 02's BPE, applied;
+//   3. look up: a piece's id, or <unk> for a character the vocabulary lacks (a run of them is one <unk>).
+// tests/test_translator_page.py checks it against SentencePiece on every sentence of test_2016_flickr.
+
+const SPACE = "\u2581"; // ▁
+const NORMAL = 1, UNKNOWN = 2, CONTROL = 3;
+
+export class Tokenizer {
+  constructor(spec) {
+    this.spec = spec;
+    this.pieces = spec.pieces.map((p) => p[0]);
+    this.scores = spec.pieces.map((p) => p[1]);
+    this.types = spec.pieces.map((p) => p[2]);
+    this.ids = new Map(); // normal pieces only: what merges may produce
+    this.pieces.forEach((piece, id) => { if (this.types[id] === NORMAL) this.ids.set(piece, id); });
+    this.unkId = this.types.indexOf(UNKNOWN);
+    this.charsmap = new Map(Object.entries(spec.normalization));
+    this.longestKey = Math.max(1, ...[...this.charsmap.keys()].map((k) => [...k].length));
+  }
+
+  // Step 1. Code points, not UTF-16 units: "𝔸" is one character to SentencePiece too.
+  normalize(text) {
+    const chars = [...text];
+    const out = [];
+    let i = 0;
+    let prevSpace = this.spec.remove_extra_whitespaces; // true: spaces at the start are dropped
+    if (this.spec.add_dummy_prefix) out.push(null); // a placeholder: "▁" only if the text is not empty
+    while (i < chars.length) {
+      let replaced = chars[i], used = 1;
+      for (let n = Math.min(this.longestKey, chars.length - i); n >= 1; n--) {
+        const key = chars.slice(i, i + n).join("");
+        if (this.charsmap.has(key)) { replaced = this.charsmap.get(key); used = n; break; }
+      }
+      i += used;
+      for (const c of replaced) {
+        if (c === " " && prevSpace && this.spec.remove_extra_whitespaces) continue;
+        out.push(c === " " && this.spec.escape_whitespaces ? SPACE : c);
+        prevSpace = c === " ";
+      }
+    }
+    if (this.spec.remove_extra_whitespaces) {
+      while (out.length && out[out.length - 1] === SPACE) out.pop();
+    }
+    if (out.length && out[0] === null) out[0] = SPACE;
+    if (out.length === 1 && out[0] === SPACE && this.spec.add_dummy_prefix) return "";
+    return out.filter((c) => c !== null).join("");
+  }
+
+  // Steps 2 and 3: ids of the pieces of `text` (no <bos> or <eos>).
+  encode(text) {
+    const symbols = [...this.normalize(text)];
+    for (;;) {
+      let best = -1, bestScore = -Infinity;
+      for (let j = 0; j + 1 < symbols.length; j++) {
+        const id = this.ids.get(symbols[j] + symbols[j + 1]);
+        if (id !== undefined && this.scores[id] > bestScore) { best = j; bestScore = this.scores[id]; }
+      }
+      if (best < 0) break;
+      symbols.splice(best, 2, symbols[best] + symbols[best + 1]);
+    }
+    const ids = [];
+    for (const s of symbols) {
+      const id = this.ids.has(s) ? this.ids.get(s) : this.unkId;
+      if (!(id === this.unkId && ids[ids.length - 1] === this.unkId)) ids.push(id);
+    }
+    return ids;
+  }
+
+  // The text of `ids`: control tokens dropped, <unk> shown as " ⁇ ", "▁" as a space, none at the start.
+  decode(ids) {
+    let text = "", atStart = true;
+    for (const id of ids) {
+      if (this.types[id] === CONTROL) continue;
+      let surface;
+      if (this.types[id] === UNKNOWN) surface = this.spec.unk_surface;
+      else {
+        surface = this.pieces[id];
+        if (atStart && this.spec.add_dummy_prefix && surface.startsWith(SPACE)) surface = surface.slice(1);
+        surface = surface.replaceAll(SPACE, " ");
+      }
+      text += surface;
+      atStart = false;
+    }
+    return text;
+  }
+
+  // A piece as a reader should see it in a heatmap's labels.
+  label(id) {
+    if (this.types[id] === UNKNOWN) return "<unk>";
+    return this.pieces[id].replaceAll(SPACE, "_");
+  }
+}

@@ -1,0 +1,310 @@
+"""A trained translator as ONNX files, for ONNX Runtime in Python or in a web browser.
+
+:func:`export_onnx` writes one folder per model:
+
+* ``encoder.onnx``: source ids (batch, src_len) -> memory (batch, src_len, d_model);
+* ``decoder.onnx``: target prefix (batch, tgt_len), memory and source ids -> the next token's
+  logits (batch, vocab) and the cross-attention weights of every layer and head,
+  (batch, layers, heads, tgt_len, src_len). The decoder reads the whole prefix at every step (no
+  key-value cache): for sentences of a few dozen tokens that is fast enough, and the last step's
+  weights are one row per output token, the heatmap of the book's translator page;
+* ``tokenizer.model`` (SentencePiece, for Python) and ``tokenizer.json.gz`` (the same pieces,
+  scores and normalization table, for the browser's tokenizer);
+* ``model.json``: languages, sizes, decoding limits, precision and the checkpoint's SHA-256.
+
+``precision="fp16"`` stores every weight matrix in half precision and casts it back to float when
+the session starts: half the bytes, float arithmetic. ``"int8"`` quantizes the matrix products
+dynamically (``onnxruntime.quantization``). Both cost BLEU; lesson 11's models were stored in half
+precision already, so for them ``fp16`` changes nothing. :class:`OnnxTranslator` decodes with
+exported files in Python, through the package's own generation loop (:func:`decoding.extend`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import struct
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from transformer_lib.attention import padding_mask
+from transformer_lib.batching import pad_ids
+from transformer_lib.data import cache_root, sha256_of
+from transformer_lib.decoding import _length_limits, extend
+from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.files import write_bytes, write_text
+from transformer_lib.model import Transformer
+from transformer_lib.special_tokens import BOS_ID, PAD_ID, SPECIAL_TOKENS
+from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.translation import load_model
+
+PRECISIONS = ("fp32", "fp16", "int8")
+OPSET = 20
+MAX_EXTRA = 50  # output length limit: source length + MAX_EXTRA, as the package's decoders
+FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "tokenizer.json.gz", "model.json")
+
+
+class _Encoder(nn.Module):
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src: Tensor) -> Tensor:
+        return self.model.encode(src)[0]  # (batch, src_len, d_model)
+
+
+class _Decoder(nn.Module):
+    """The whole prefix in, the last position's logits and every cross-attention weight out."""
+
+    def __init__(self, model: Transformer) -> None:
+        super().__init__()
+        self.model = model
+        for layer in model.decoder.layers:
+            layer.cross_attn.need_weights = True  # the by-hand path, which keeps its weights
+
+    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+        logits = self.model.decode(tgt, memory, padding_mask(src, PAD_ID), last=True)[:, -1]  # (batch, vocab)
+        weights = [layer.cross_attn.weights for layer in self.model.decoder.layers]  # (batch, heads, tgt, src)
+        return logits, torch.stack(weights, dim=1)  # (batch, layers, heads, tgt_len, src_len)
+
+
+@contextlib.contextmanager
+def _quiet_exporter(logger: logging.Logger | None = None):
+    """The exporter reports each stage and warns about optional packages: keep the command's output short."""
+    logger = logger or logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _to_onnx(module: nn.Module, args: tuple, names: tuple[list[str], list[str]], dynamic: dict):
+    """One module as an ONNX ModelProto with its weights inside (no external data file)."""
+    with _quiet_exporter():
+        program = torch.onnx.export(
+            module,
+            args,
+            input_names=names[0],
+            output_names=names[1],
+            dynamic_shapes=dynamic,
+            opset_version=OPSET,
+            dynamo=True,
+            verbose=False,
+        )
+    return program.model_proto
+
+
+def _store_half(proto) -> None:
+    """Weights stored in float16, each cast back to float32 by a node the runtime folds at load time."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    casts = []
+    for init in proto.graph.initializer:
+        if init.data_type != TensorProto.FLOAT or np.prod(init.dims) < 256:
+            continue
+        half = numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), f"{init.name}.fp16")
+        casts.append(helper.make_node("Cast", [half.name], [init.name], to=TensorProto.FLOAT))
+        init.CopyFrom(half)
+    for node in reversed(casts):
+        proto.graph.node.insert(0, node)
+    onnx.checker.check_model(proto)
+
+
+def _quantize_int8(proto):
+    """Matrix products in int8 with per-tensor scales computed on the fly (weights int8 on disk)."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory() as tmp, _quiet_exporter(logging.getLogger()):  # it logs advice on root
+        source, target = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
+        onnx.save(proto, source)
+        quantize_dynamic(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gather"])
+        return onnx.load(target)
+
+
+def _charsmap_table(blob: bytes) -> dict[str, str]:
+    """Every entry of a SentencePiece normalizer's precompiled character map.
+
+    The map is a Darts double-array trie over UTF-8 byte strings whose leaves point into a blob of
+    NUL-terminated replacements. SentencePiece replaces, at each position of a sentence, the longest
+    string the trie holds; the browser's tokenizer does the same with this table.
+    """
+    (trie_size,) = struct.unpack_from("<I", blob, 0)
+    units = struct.unpack_from(f"<{trie_size // 4}I", blob, 4)
+    replacements = blob[4 + trie_size :]
+
+    def offset(unit: int) -> int:
+        return (unit >> 10) << ((unit & (1 << 9)) >> 6)
+
+    table: dict[str, str] = {}
+    stack = [(offset(units[0]), b"")]  # (node position, key so far)
+    while stack:
+        node, key = stack.pop()
+        for byte in range(1, 256):
+            child = node ^ byte
+            if child >= len(units) or units[child] & ((1 << 31) | 0xFF) != byte:
+                continue
+            nxt = child ^ offset(units[child])
+            if (units[child] >> 8) & 1:  # a key ends here: its leaf holds the replacement's offset
+                start = units[nxt] & ((1 << 31) - 1)
+                table[(key + bytes([byte])).decode("utf-8")] = replacements[start:].split(b"\0", 1)[0].decode("utf-8")
+            stack.append((nxt, key + bytes([byte])))
+    return table
+
+
+def tokenizer_spec(tokenizer: Tokenizer) -> dict:
+    """What a byte-pair-encoding tokenizer in another language needs to give SentencePiece's ids.
+
+    The pieces with their scores (a merge's priority) and types, the special ids, and the
+    normalizer: its character map as a table and its whitespace switches.
+    """
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(tokenizer.to_bytes())
+    if proto.trainer_spec.model_type != sentencepiece_model_pb2.TrainerSpec.BPE or proto.trainer_spec.byte_fallback:
+        raise InvalidValue("only byte-pair-encoding tokenizers without byte fallback can be exported for the browser")
+    norm = proto.normalizer_spec
+    if proto.denormalizer_spec.precompiled_charsmap or proto.trainer_spec.treat_whitespace_as_suffix:
+        raise InvalidValue("tokenizers with a denormalizer or suffix whitespace cannot be exported for the browser")
+    return {
+        "pieces": [[p.piece, p.score, p.type] for p in proto.pieces],  # type 1 normal, 2 unknown, 3 control
+        "special_ids": SPECIAL_TOKENS,
+        "unk_surface": proto.trainer_spec.unk_surface,
+        "normalization": _charsmap_table(norm.precompiled_charsmap) if norm.precompiled_charsmap else {},
+        "add_dummy_prefix": norm.add_dummy_prefix,
+        "remove_extra_whitespaces": norm.remove_extra_whitespaces,
+        "escape_whitespaces": norm.escape_whitespaces,
+    }
+
+
+def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, precision: str = "fp16") -> Path:
+    """Write the translator of ``checkpoint`` (a file, or a run folder holding ``checkpoint.pt``) to ``out_dir``."""
+    if precision not in PRECISIONS:
+        raise InvalidValue(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+    checkpoint = Path(checkpoint)
+    if checkpoint.is_dir():
+        checkpoint = checkpoint / "checkpoint.pt"
+    model, tokenizer, meta = load_model(checkpoint, torch.device("cpu"))
+    model = model.float().eval()
+    out = Path(out_dir)
+    # Any example will do (every size is dynamic) but a size of 1, which the exporter would fix as constant.
+    src = pad_ids(tokenizer.encode_batch(["a b c d e f", "g h i"], eos=True))
+    memory = model.encode(src)[0]
+    tgt = torch.full((2, 3), BOS_ID)
+    batch, src_len, tgt_len = (torch.export.Dim(name) for name in ("batch", "src_len", "tgt_len"))
+    encoder = _to_onnx(_Encoder(model), (src,), (["src"], ["memory"]), {"src": {0: batch, 1: src_len}})
+    decoder = _to_onnx(
+        _Decoder(model),
+        (tgt, memory, src),
+        (["tgt", "memory", "src"], ["logits", "cross_attention"]),
+        {"tgt": {0: batch, 1: tgt_len}, "memory": {0: batch, 1: src_len}, "src": {0: batch, 1: src_len}},
+    )
+    for name, proto in (("encoder.onnx", encoder), ("decoder.onnx", decoder)):
+        if precision == "fp16":
+            _store_half(proto)
+        elif precision == "int8":
+            proto = _quantize_int8(proto)
+        write_bytes(out / name, proto.SerializeToString())
+    write_bytes(out / "tokenizer.model", tokenizer.to_bytes())
+    spec = json.dumps(tokenizer_spec(tokenizer), ensure_ascii=False).encode()
+    write_bytes(out / "tokenizer.json.gz", gzip.compress(spec, mtime=0))  # 4.7 MB of JSON, 0.9 MB gzipped
+    c = model.config
+    info = {
+        "src": meta["src"],
+        "tgt": meta["tgt"],
+        "precision": precision,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "config": {k: getattr(c, k) for k in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")},
+        "max_extra": MAX_EXTRA,
+        "checkpoint_sha256": sha256_of(checkpoint),
+        "torch": torch.__version__,
+        "opset": OPSET,
+    }
+    write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
+    return out
+
+
+class OnnxTranslator:
+    """Greedy translation with an exported folder and ONNX Runtime: what the browser runs, in Python."""
+
+    def __init__(self, folder: str | os.PathLike, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        folder = Path(folder)
+        missing = [name for name in FILES if not (folder / name).is_file()]
+        if missing:
+            raise MissingFile(f"{folder} is not an exported translator (missing {', '.join(missing)}); run export-onnx")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        self.encoder = ort.InferenceSession(folder / "encoder.onnx", options, providers=["CPUExecutionProvider"])
+        self.decoder = ort.InferenceSession(folder / "decoder.onnx", options, providers=["CPUExecutionProvider"])
+        self.tokenizer = Tokenizer((folder / "tokenizer.model").read_bytes())
+        self.info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+
+    def encode(self, src: Tensor) -> np.ndarray:
+        return self.encoder.run(None, {"src": src.numpy()})[0]
+
+    def next_logits(self, tokens: Tensor, memory: np.ndarray, src: Tensor) -> tuple[Tensor, np.ndarray]:
+        """(batch, len) prefix -> next-token logits (batch, vocab) and cross-attention weights,
+        (batch, layers, heads, len, src_len)."""
+        logits, weights = self.decoder.run(None, {"tgt": tokens.numpy(), "memory": memory, "src": src.numpy()})
+        return torch.from_numpy(logits), weights
+
+    def greedy(self, src: Tensor) -> list[list[int]]:
+        """The most probable token at every step, as :func:`decoding.greedy_decode`: one id list per sentence."""
+        memory = self.encode(src)
+        limits = _length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])
+        bos = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)
+        return extend(bos, lambda tokens: self.next_logits(tokens, memory, src)[0], lambda x: x.argmax(-1), limits)
+
+    def translate(self, sentences: Sequence[str], batch_size: int = 64) -> list[str]:
+        """Translate sentences greedily, in batches of similar length, keeping their order."""
+        encoded = self.tokenizer.encode_batch(list(sentences), eos=True)
+        order = sorted(range(len(sentences)), key=lambda i: len(encoded[i]))
+        out = [""] * len(sentences)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            for i, ids in zip(chunk, self.greedy(pad_ids([encoded[i] for i in chunk])), strict=True):
+                out[i] = self.tokenizer.decode(ids)
+        return out
+
+
+def cached_export(checkpoint: str | os.PathLike, precision: str = "fp16") -> Path:
+    """The export of ``checkpoint``, made once per machine and kept in the package's cache.
+
+    Keyed by the checkpoint's SHA-256, the precision, this module's source and the PyTorch
+    version, so that a new model or a new exporter makes a new folder. The book build (the
+    translator page) and the tests share it.
+    """
+    checkpoint = Path(checkpoint)
+    if not checkpoint.is_file():
+        raise MissingFile(f"no checkpoint at {checkpoint}")
+    key = hashlib.sha256()
+    for part in (sha256_of(checkpoint), precision, Path(__file__).read_text(encoding="utf-8"), torch.__version__):
+        key.update(part.encode())
+    folder = cache_root() / "onnx" / f"{checkpoint.stem}-{key.hexdigest()[:16]}"
+    if not all((folder / name).is_file() for name in FILES):
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=folder.parent, ignore_cleanup_errors=True) as tmp:  # whole, then renamed
+            export_onnx(checkpoint, tmp, precision)
+            shutil.rmtree(folder, ignore_errors=True)
+            os.replace(tmp, folder)
+    return folder
