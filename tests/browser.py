@@ -63,6 +63,7 @@ class PageReport:
     too_wide: list[str] = field(default_factory=list)  # code blocks and display formulas that scroll sideways
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    value: object = None  # what the ``script`` given to :meth:`Browser.open` returned
 
     def external_requests(self, base: str) -> list[str]:
         local = (base, "data:", "blob:", "about:", "chrome-extension:", "devtools:")
@@ -126,8 +127,13 @@ class Browser:
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
 
-    def open(self, url: str, timeout: float = 60) -> PageReport:
-        """Load ``url`` in a fresh tab, wait for it and for MathJax, and inspect it."""
+    def open(self, url: str, timeout: float = 60, script: str | None = None) -> PageReport:
+        """Load ``url`` in a fresh tab, wait for it and for MathJax, and inspect it.
+
+        ``script``, an expression (a promise is awaited), then runs in the page, as a reader's
+        actions would: its value is the report's ``value``, and what it caused (requests, errors)
+        is in the report too.
+        """
         target = self._endpoint("/json/new?about:blank", method="PUT")
         ws = websocket.create_connection(target["webSocketDebuggerUrl"], timeout=timeout, suppress_origin=True)
         report = PageReport(url)
@@ -181,6 +187,8 @@ class Browser:
             seen = evaluate(INSPECT)
             report.text, report.broken_images, report.math_errors = seen["text"], seen["images"], seen["mathErrors"]
             report.too_wide = seen["tooWide"]
+            if script is not None:
+                report.value = evaluate(script)
             time.sleep(0.2)  # let late events (a failed request, a console error) arrive
             ws.settimeout(0.5)
             try:

@@ -111,7 +111,9 @@ def _to_onnx(module: nn.Module, args: tuple, names: tuple[list[str], list[str]],
 
 
 def _store_half(proto) -> None:
-    """Weights stored in float16, each cast back to float32 by a node the runtime folds at load time."""
+    """Tensors that float16 holds exactly (the weights, rounded before export) stored in float16, each
+    cast back to float32 by a node the runtime folds at load time. Computed tables (the sinusoidal
+    positions) stay float32: rounding them would change translations."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -119,7 +121,10 @@ def _store_half(proto) -> None:
     for init in proto.graph.initializer:
         if init.data_type != TensorProto.FLOAT or np.prod(init.dims) < 256:
             continue
-        half = numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float16), f"{init.name}.fp16")
+        values = numpy_helper.to_array(init)
+        if not np.array_equal(values.astype(np.float16).astype(np.float32), values):
+            continue
+        half = numpy_helper.from_array(values.astype(np.float16), f"{init.name}.fp16")
         casts.append(helper.make_node("Cast", [half.name], [init.name], to=TensorProto.FLOAT))
         init.CopyFrom(half)
     for node in reversed(casts):
@@ -204,6 +209,10 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
         checkpoint = checkpoint / "checkpoint.pt"
     model, tokenizer, meta = load_model(checkpoint, torch.device("cpu"))
     model = model.float().eval()
+    if precision == "fp16":
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.copy_(parameter.half().float())  # what a float16 file can hold
     out = Path(out_dir)
     # Any example will do (every size is dynamic) but a size of 1, which the exporter would fix as constant.
     src = pad_ids(tokenizer.encode_batch(["a b c d e f", "g h i"], eos=True))

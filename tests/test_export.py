@@ -1,0 +1,145 @@
+"""Exporting a translator to ONNX: ONNX Runtime computes what PyTorch computes.
+
+On lesson 11's German→English model (committed, 2.6M parameters): the next-token logits and the
+cross-attention weights agree with PyTorch's to a stated tolerance, greedy decoding gives the same
+translation of every sentence of test_2016_flickr, and the half-precision files fit in 10 MB.
+"""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from transformer_lib import web_runtime
+from transformer_lib.attention import keep_attention_weights
+from transformer_lib.batching import pad_ids
+from transformer_lib.checkpoint import load_run_checkpoint, save
+from transformer_lib.cli import main
+from transformer_lib.config import DecodeConfig
+from transformer_lib.data import DataError, load_multi30k
+from transformer_lib.errors import MissingFile
+from transformer_lib.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.translation import load_model, translate_sentences
+
+DE_EN = Path(__file__).parent.parent / "results" / "multi30k" / "models" / "de_en.model_fp16.pt"
+LOGIT_TOLERANCE = 1e-4  # logits are of size ~10; float32 sums in another order differ by ~1e-6
+WEIGHT_TOLERANCE = 1e-5  # attention weights, in [0, 1]
+
+
+@pytest.fixture(scope="module")
+def exported():
+    return OnnxTranslator(cached_export(DE_EN, "fp16"))
+
+
+@pytest.fixture(scope="module")
+def pytorch():
+    model, tokenizer, _ = load_model(DE_EN, torch.device("cpu"))
+    return model.float(), tokenizer
+
+
+def test_logits_and_cross_attention_equal_pytorchs(exported, pytorch, mirror):
+    model, tokenizer = pytorch
+    keep_attention_weights(model)
+    sources = load_multi30k("test_2016_flickr", "de")[:8]
+    targets = load_multi30k("test_2016_flickr", "en")[:8]
+    src = pad_ids(tokenizer.encode_batch(sources, eos=True))  # padded: the source mask is exercised
+    for length in (1, 4, 9):
+        tgt = torch.tensor([ids[:length] for ids in tokenizer.encode_batch(targets, bos=True)])
+        with torch.no_grad():
+            memory, src_mask = model.encode(src)
+            expected = model.decode(tgt, memory, src_mask)[:, -1]
+            weights = torch.stack([layer.cross_attn.weights for layer in model.decoder.layers], dim=1)
+        onnx_memory = exported.encode(src)
+        logits, onnx_weights = exported.next_logits(tgt, onnx_memory, src)
+        np.testing.assert_allclose(onnx_memory, memory.numpy(), atol=LOGIT_TOLERANCE)
+        np.testing.assert_allclose(logits.numpy(), expected.numpy(), atol=LOGIT_TOLERANCE)
+        np.testing.assert_allclose(onnx_weights, weights.numpy(), atol=WEIGHT_TOLERANCE)
+        assert np.allclose(onnx_weights.sum(-1), 1.0, atol=1e-5)  # each row a distribution over the source
+        padding = src.numpy() == 0  # (batch, src_len): no weight on padding
+        assert padding.any() and (onnx_weights.transpose(0, 4, 1, 2, 3)[padding] == 0).all()
+
+
+def test_greedy_translations_of_test_2016_equal_pytorchs(exported, pytorch, mirror):
+    model, tokenizer = pytorch
+    sources = load_multi30k("test_2016_flickr", "de")
+    expected = translate_sentences(model, tokenizer, sources, DecodeConfig(beam_size=1), torch.device("cpu"))
+    got = exported.translate(sources)
+    different = [(s, g, e) for s, g, e in zip(sources, got, expected, strict=True) if g != e]
+    assert not different, f"{len(different)} of {len(sources)} differ, e.g. {different[:2]}"
+
+
+def test_half_precision_files_hold_fp16_weights_and_fit_in_10_mb(exported):
+    folder = cached_export(DE_EN, "fp16")
+    total = 0
+    for name in ("encoder.onnx", "decoder.onnx"):
+        proto = onnx.load(folder / name)
+        big = [i for i in proto.graph.initializer if np.prod(i.dims) >= 256]
+        assert big and all(i.data_type == onnx.TensorProto.FLOAT16 for i in big)
+        total += (folder / name).stat().st_size
+    assert total < 10e6
+    info = json.loads((folder / "model.json").read_text())
+    assert (info["src"], info["tgt"], info["precision"], info["parameters"]) == ("de", "en", "fp16", 2_605_568)
+
+
+def test_the_normalization_table_is_sentencepieces(exported):
+    table = _charsmap_table(_charsmap(exported.tokenizer))
+    assert table["ｆ"] == "f" and table["①"] == "1" and table["ﬁ"] == "fi"
+    assert table["e\u0301"] == "é"  # composition: a two-character key
+    assert len(table) > 200_000
+
+
+def _charsmap(tokenizer: Tokenizer) -> bytes:
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(tokenizer.to_bytes())
+    return proto.normalizer_spec.precompiled_charsmap
+
+
+def tiny_checkpoint(path: Path) -> Path:
+    """A run checkpoint of an untrained tiny model with lesson 11's tokenizer and metadata."""
+    state = load_run_checkpoint(DE_EN)
+    config = TransformerConfig.preset("tiny", state["model_config"]["vocab_size"], max_len=64)
+    torch.manual_seed(0)
+    save({**state, "model": Transformer(config).state_dict(), "model_config": dataclasses.asdict(config)}, path)
+    return path
+
+
+def test_int8_export_from_the_command_line_is_close_to_float(tmp_path, capsys):
+    checkpoint = tiny_checkpoint(tmp_path / "checkpoint.pt")
+    assert main(["export-onnx", str(tmp_path), str(tmp_path / "int8"), "--precision", "int8"]) == 0
+    assert "exported to" in capsys.readouterr().out
+    model, tokenizer, _ = load_model(checkpoint, torch.device("cpu"))
+    quantized = OnnxTranslator(tmp_path / "int8")
+    src = pad_ids(tokenizer.encode_batch(["Ein Hund läuft.", "Zwei Männer sitzen auf einer Bank."], eos=True))
+    tgt = torch.tensor([[1, 5, 9], [1, 7, 8]])
+    with torch.no_grad():
+        expected = model(src, tgt)[:, -1]
+    logits, _ = quantized.next_logits(tgt, quantized.encode(src), src)
+    assert (logits - expected).abs().max() < 0.1 * expected.abs().max()  # close, not equal: 8-bit weights
+    assert quantized.info["precision"] == "int8"
+
+
+def test_bad_inputs_are_one_line(tmp_path, capsys):
+    assert main(["export-onnx", str(tmp_path / "missing.pt"), str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith("error: no checkpoint at")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(MissingFile, match=r"not an exported translator \(missing encoder\.onnx"):
+        OnnxTranslator(tmp_path)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        export_onnx(DE_EN, tmp_path / "out", "fp8")
+
+
+def test_the_browser_runtime_is_checked_against_npms_checksum(tmp_path, monkeypatch):
+    monkeypatch.setenv(web_runtime.LOCAL_DIR_ENV, str(tmp_path))
+    with pytest.raises(DataError, match=r"onnxruntime-web-1\.30\.0\.tgz does not exist"):
+        web_runtime.fetch()
+    (tmp_path / web_runtime.TARBALL).write_bytes(b"not the published tarball")
+    with pytest.raises(DataError, match=r"checksum mismatch .* SHA-512"):
+        web_runtime.fetch()

@@ -1,0 +1,166 @@
+"""The in-browser translator (book/translator.md) on the built site, in headless Chromium.
+
+The browser's tokenizer gives SentencePiece's ids for every sentence of test_2016_flickr in both
+languages (and SentencePiece's text for any ids); the page translates five sentences in each
+direction exactly as the package's greedy decoding of the same ONNX files does in Python, with a
+heatmap row per output token; no request leaves the machine. It also prints how long a 15-word
+sentence takes. Needs the built site and Chromium, like tests/test_browser.py.
+"""
+
+import json
+import random
+import statistics
+from pathlib import Path
+
+import pytest
+import torch
+from browser import Browser, chromium_path, serve
+
+from transformer_lib.data import load_multi30k
+from transformer_lib.export import OnnxTranslator, cached_export
+
+ROOT = Path(__file__).parent.parent
+SITE = ROOT / "_build" / "html"
+PAGE = "book/translator.html"
+MODELS = SITE / "_static" / "translator" / "models"
+SENTENCES = {
+    "de_en": [
+        "Ein Mann fährt mit dem Fahrrad durch die Stadt.",
+        "Zwei Kinder spielen im Sand am Strand.",
+        "Eine Frau in einem roten Kleid singt auf einer Bühne.",
+        "Ein brauner Hund springt über einen Zaun.",
+        "Die Musiker spielen Gitarre, während die Leute tanzen.",
+    ],
+    "en_de": [
+        "A man is riding a bike through the city.",
+        "Two children are playing in the sand at the beach.",
+        "A woman in a red dress sings on a stage.",
+        "A brown dog jumps over a fence.",
+        "The musicians play guitar while people dance.",
+    ],
+}
+FIFTEEN_WORDS = {
+    "de_en": "Ein älterer Mann mit einem blauen Hut verkauft am Morgen frisches Obst auf dem belebten Markt.",
+    "en_de": "An older man with a blue hat is selling fresh fruit at the busy market in the morning.",
+}
+# Unusual input a reader may type: spaces everywhere, full-width and composed characters, ligatures,
+# characters the vocabulary lacks, digits, an empty string.
+ODD = [
+    "",
+    "   ",
+    "  Ein   Hund  ",
+    "Ｅｉｎ Ｈｕｎｄ ① ﬁ",
+    "Cafe\u0301 na\u00efve e\u0301",
+    "你好 世界 🙂 x",
+    "\tTab\nnewline\u00a0nbsp",
+    "1234 5,6 7.8 9%",
+]
+
+
+@pytest.fixture(scope="module")
+def site():
+    if chromium_path() is None:
+        pytest.skip("no Chromium on PATH: install Debian's chromium (.ci/run does) to run the browser tests")
+    if not (SITE / PAGE).is_file() or not MODELS.is_dir():
+        pytest.skip(f"no built translator page in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    with Browser(chromium_path()) as browser, serve(SITE) as base:
+        yield browser, base
+
+
+def run(site, script: str, timeout: float = 300):
+    browser, base = site
+    report = browser.open(base + PAGE, timeout=timeout, script=script)
+    assert report.console_errors == []
+    assert report.external_requests(base) == []
+    return report.value
+
+
+def tokenizer_script(direction: str, texts: list[str], ids: list[list[int]]) -> str:
+    return f"""(async () => {{
+      const {{ Translator }} = await import("../_static/translator/translator.js");
+      const t = (await Translator.load("{direction}")).tokenizer;
+      const texts = {json.dumps(texts)}, ids = {json.dumps(ids)};
+      return {{ encoded: texts.map((s) => t.encode(s)), decoded: ids.map((x) => t.decode(x)) }};
+    }})()"""
+
+
+def exported(direction: str) -> OnnxTranslator:
+    """The package's Python translator on the files the site serves (from the same export)."""
+    info = json.loads((MODELS / direction / "model.json").read_text(encoding="utf-8"))
+    folder = cached_export(ROOT / info["checkpoint"], info["precision"])
+    for name in ("encoder.onnx", "decoder.onnx", "tokenizer.json.gz"):
+        assert (folder / name).read_bytes() == (MODELS / direction / name).read_bytes(), name
+    return OnnxTranslator(folder)
+
+
+def test_the_browser_tokenizer_gives_sentencepiece_ids_on_every_test_sentence(site):
+    spm = exported("de_en").tokenizer
+    texts = load_multi30k("test_2016_flickr", "de") + load_multi30k("test_2016_flickr", "en") + ODD
+    rng = random.Random(0)
+    random_ids = [[rng.randrange(len(spm)) for _ in range(rng.randrange(1, 12))] for _ in range(500)]
+    random_ids += [[3, 50, 3], [1, 3], [0, 0, 2], []]
+    got = run(site, tokenizer_script("de_en", texts, random_ids))
+    wrong = [(t, g, spm.encode(t)) for t, g in zip(texts, got["encoded"], strict=True) if g != spm.encode(t)]
+    assert not wrong, f"{len(wrong)} of {len(texts)} sentences tokenized differently, e.g. {wrong[:3]}"
+    wrong = [(i, g, spm.decode(i)) for i, g in zip(random_ids, got["decoded"], strict=True) if g != spm.decode(i)]
+    assert not wrong, f"{len(wrong)} of {len(random_ids)} id lists decoded differently, e.g. {wrong[:3]}"
+
+
+TRANSLATE = """(async () => {
+  const wait = (ok) => new Promise((resolve, reject) => {
+    const start = Date.now();
+    const poll = () => {
+      const status = document.getElementById("translator-status");
+      if (status.dataset.error) reject(new Error(status.dataset.error));
+      else if (ok(status)) resolve();
+      else if (Date.now() - start > 120000) reject(new Error("no translation within 120 s"));
+      else setTimeout(poll, 20);
+    };
+    poll();
+  });
+  const jobs = JOBS, results = [];
+  for (const [direction, text] of jobs) {
+    const select = document.getElementById("translator-direction");
+    select.value = direction;
+    select.dispatchEvent(new Event("change"));
+    document.getElementById("translator-input").value = text;
+    const before = Number(document.getElementById("translator-status").dataset.done || 0);
+    document.getElementById("translator-button").click();
+    await wait((status) => Number(status.dataset.done || 0) > before);
+    results.push({
+      text: document.getElementById("translator-output").textContent,
+      rows: document.querySelectorAll("#translator-heatmap tr.output-row").length,
+      columns: document.querySelectorAll("#translator-heatmap tr:first-child th.source").length,
+      ms: Number(document.getElementById("translator-status").dataset.ms),
+      model: document.getElementById("translator-model").textContent,
+    });
+  }
+  return results;
+})()"""
+
+
+def test_the_page_translates_as_the_package_does_in_python(site):
+    jobs = [[direction, text] for direction, texts in SENTENCES.items() for text in texts]
+    got = run(site, TRANSLATE.replace("JOBS", json.dumps(jobs)))
+    for direction in SENTENCES:
+        python = exported(direction)
+        results = [r for (d, _), r in zip(jobs, got, strict=True) if d == direction]
+        for text, result in zip(SENTENCES[direction], results, strict=True):
+            src = python.tokenizer.encode(text, eos=True)
+            ids = python.greedy(torch.tensor([src]))[0]  # without the final <eos>
+            assert result["text"] == python.tokenizer.decode(ids)
+            assert (result["rows"], result["columns"]) == (len(ids) + 1, len(src))  # a row per output token
+        info = json.loads((MODELS / direction / "model.json").read_text(encoding="utf-8"))
+        assert f"BLEU {info['bleu']['sacrebleu_cased']:.1f}" in results[0]["model"]
+
+
+def test_a_fifteen_word_sentence_takes_under_a_second(site, capsys):
+    jobs = [[direction, text] for direction, text in FIFTEEN_WORDS.items() for _ in range(11)]
+    got = run(site, TRANSLATE.replace("JOBS", json.dumps(jobs)))
+    lines = []
+    for direction, text in FIFTEEN_WORDS.items():
+        times = [r["ms"] for (d, _), r in zip(jobs, got, strict=True) if d == direction][1:]  # after a warm-up
+        assert len(text.split()) == 15
+        lines.append(f"{direction}: 15 words, median {statistics.median(times):.0f} ms, max {max(times):.0f} ms")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
