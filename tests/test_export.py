@@ -5,7 +5,6 @@ cross-attention weights agree with PyTorch's to a stated tolerance, greedy decod
 translation of every sentence of test_2016_flickr, and the half-precision files fit in 10 MB.
 """
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -17,13 +16,11 @@ import torch
 from transformer_lib import web_runtime
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.batching import pad_ids
-from transformer_lib.checkpoint import load_run_checkpoint, save
 from transformer_lib.cli import main
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import DataError, load_multi30k
 from transformer_lib.errors import MissingFile
 from transformer_lib.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
-from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_sentences
 
@@ -74,13 +71,14 @@ def test_greedy_translations_of_test_2016_equal_pytorchs(exported, pytorch, mirr
     assert not different, f"{len(different)} of {len(sources)} differ, e.g. {different[:2]}"
 
 
-def test_half_precision_files_hold_fp16_weights_and_fit_in_10_mb(exported):
+def test_half_precision_files_hold_weights_in_fp16_and_fit_in_10_mb(exported):
     folder = cached_export(DE_EN, "fp16")
     total = 0
     for name in ("encoder.onnx", "decoder.onnx"):
         proto = onnx.load(folder / name)
         big = [i for i in proto.graph.initializer if np.prod(i.dims) >= 256]
-        assert big and all(i.data_type == onnx.TensorProto.FLOAT16 for i in big)
+        kept_float = [i.name for i in big if i.data_type != onnx.TensorProto.FLOAT16]
+        assert len(big) > 10 and kept_float == ["model.positional.table"]  # the sinusoids, exact
         total += (folder / name).stat().st_size
     assert total < 10e6
     info = json.loads((folder / "model.json").read_text())
@@ -102,28 +100,23 @@ def _charsmap(tokenizer: Tokenizer) -> bytes:
     return proto.normalizer_spec.precompiled_charsmap
 
 
-def tiny_checkpoint(path: Path) -> Path:
-    """A run checkpoint of an untrained tiny model with lesson 11's tokenizer and metadata."""
-    state = load_run_checkpoint(DE_EN)
-    config = TransformerConfig.preset("tiny", state["model_config"]["vocab_size"], max_len=64)
-    torch.manual_seed(0)
-    save({**state, "model": Transformer(config).state_dict(), "model_config": dataclasses.asdict(config)}, path)
-    return path
-
-
-def test_int8_export_from_the_command_line_is_close_to_float(tmp_path, capsys):
-    checkpoint = tiny_checkpoint(tmp_path / "checkpoint.pt")
-    assert main(["export-onnx", str(tmp_path), str(tmp_path / "int8"), "--precision", "int8"]) == 0
+def test_int8_export_from_the_command_line_mostly_picks_the_same_tokens(tmp_path, capsys, pytorch, mirror):
+    assert main(["export-onnx", str(DE_EN), str(tmp_path / "int8"), "--precision", "int8"]) == 0
     assert "exported to" in capsys.readouterr().out
-    model, tokenizer, _ = load_model(checkpoint, torch.device("cpu"))
     quantized = OnnxTranslator(tmp_path / "int8")
-    src = pad_ids(tokenizer.encode_batch(["Ein Hund läuft.", "Zwei Männer sitzen auf einer Bank."], eos=True))
-    tgt = torch.tensor([[1, 5, 9], [1, 7, 8]])
-    with torch.no_grad():
-        expected = model(src, tgt)[:, -1]
-    logits, _ = quantized.next_logits(tgt, quantized.encode(src), src)
-    assert (logits - expected).abs().max() < 0.1 * expected.abs().max()  # close, not equal: 8-bit weights
     assert quantized.info["precision"] == "int8"
+    model, tokenizer = pytorch
+    src = pad_ids(tokenizer.encode_batch(load_multi30k("test_2016_flickr", "de")[:16], eos=True))
+    targets = tokenizer.encode_batch(load_multi30k("test_2016_flickr", "en")[:16], bos=True)
+    same = total = 0
+    for length in range(1, 8):
+        tgt = torch.tensor([ids[:length] for ids in targets])
+        with torch.no_grad():
+            expected = model(src, tgt)[:, -1]
+        logits, _ = quantized.next_logits(tgt, quantized.encode(src), src)
+        same += int((logits.argmax(-1) == expected.argmax(-1)).sum())
+        total += len(targets)
+    assert same / total > 0.9  # 8-bit matrix products: close to the float model, not equal (the BLEU cost: the book)
 
 
 def test_bad_inputs_are_one_line(tmp_path, capsys):

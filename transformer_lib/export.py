@@ -16,7 +16,8 @@
 the session starts: half the bytes, float arithmetic. ``"int8"`` quantizes the matrix products
 dynamically (``onnxruntime.quantization``). Both cost BLEU; lesson 11's models were stored in half
 precision already, so for them ``fp16`` changes nothing. :class:`OnnxTranslator` decodes with
-exported files in Python, through the package's own generation loop (:func:`decoding.extend`).
+exported files in Python, through the package's own generation loop
+(:func:`transformer_lib.decoding.extend`).
 """
 
 from __future__ import annotations
@@ -107,7 +108,15 @@ def _to_onnx(module: nn.Module, args: tuple, names: tuple[list[str], list[str]],
             dynamo=True,
             verbose=False,
         )
-    return program.model_proto
+    proto = program.model_proto
+    # The exporter records each node's Python stack trace: this machine's file paths, and line numbers
+    # that change with any edit. The files must not carry them.
+    for node in [*proto.graph.node, *(n for f in proto.functions for n in f.node)]:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    for value in [*proto.graph.value_info, *proto.graph.input, *proto.graph.output]:
+        del value.metadata_props[:]
+    return proto
 
 
 def _store_half(proto) -> None:
@@ -278,7 +287,8 @@ class OnnxTranslator:
         return torch.from_numpy(logits), weights
 
     def greedy(self, src: Tensor) -> list[list[int]]:
-        """The most probable token at every step, as :func:`decoding.greedy_decode`: one id list per sentence."""
+        """The most probable token at every step, as :func:`transformer_lib.decoding.greedy_decode`
+        does: one id list per sentence."""
         memory = self.encode(src)
         limits = _length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])
         bos = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)

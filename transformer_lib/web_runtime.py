@@ -65,7 +65,7 @@ def fetch() -> Path:
 
 
 def install(dest: str | os.PathLike) -> list[Path]:
-    """Unpack the runtime's files (:data:`FILES`) into ``dest``; returns their paths."""
+    """Unpack the runtime's files (``FILES``) into ``dest``; returns their paths."""
     written = []
     with tarfile.open(fetch(), "r:gz") as tar:
         for name in FILES:

@@ -4,9 +4,10 @@ After an HTML build, ``_static/translator/`` of the output receives:
 
 * ``ort/``: ONNX Runtime Web (:mod:`transformer_lib.web_runtime`: pinned, checksum-verified, cached);
 * ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx``, ``tokenizer.json.gz`` and
-  ``model.json``, exported from the checkpoints that ``translator_models`` names in
-  ``_config.yml`` (:func:`transformer_lib.export.cached_export`: once per machine), with the
-  BLEU measured for exactly that checkpoint and precision in ``translator_record``.
+  ``model.json`` (what the page reads; ``tokenizer.model`` too, for Python), exported from the
+  checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
+  :func:`transformer_lib.export.cached_export`), with the BLEU measured for exactly that
+  checkpoint and precision in ``translator_record``.
 
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
 (``python -m transformer_lib.benchmarks.onnx_precision``): a checkpoint without a measured
@@ -26,7 +27,7 @@ from transformer_lib.data import sha256_of
 from transformer_lib.export import cached_export
 from transformer_lib.files import write_text
 
-SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.json.gz")
+SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.json.gz", "tokenizer.model")  # and model.json
 
 
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
@@ -63,7 +64,7 @@ def write_translator_files(app, exception) -> None:
         bleu = measured_bleu(root / app.config.translator_record, checkpoint, precision)
         info["checkpoint"] = name
         info["bleu"] = {k: bleu[k] for k in ("split", "sacrebleu_cased", "decoding", "sentences")}
-        info["megabytes"] = round(sum((out / f).stat().st_size for f in SERVED[:2]) / 1e6, 1)
+        info["megabytes"] = round(sum((out / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx")) / 1e6, 1)
         write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
 
 

@@ -22,7 +22,8 @@ export class Tokenizer {
     this.pieces.forEach((piece, id) => { if (this.types[id] === NORMAL) this.ids.set(piece, id); });
     this.unkId = this.types.indexOf(UNKNOWN);
     this.charsmap = new Map(Object.entries(spec.normalization));
-    this.longestKey = Math.max(1, ...[...this.charsmap.keys()].map((k) => [...k].length));
+    this.longestKey = 1; // in characters (a spread of 225,000 keys into Math.max would overflow the stack)
+    for (const key of this.charsmap.keys()) this.longestKey = Math.max(this.longestKey, [...key].length);
   }
 
   // Step 1. Code points, not UTF-16 units: "𝔸" is one character to SentencePiece too.
@@ -86,7 +87,7 @@ export class Tokenizer {
         surface = surface.replaceAll(SPACE, " ");
       }
       text += surface;
-      atStart = false;
+      atStart = atStart && surface === ""; // a lone "▁" at the start leaves the next piece's space to strip
     }
     return text;
   }
