@@ -159,3 +159,15 @@ def test_a_fifteen_word_sentence_takes_under_a_second(site, capsys):
         lines.append(f"{direction}: 15 words, median {statistics.median(times):.0f} ms, max {max(times):.0f} ms")
     with capsys.disabled():
         print("\n" + "\n".join(lines))
+
+
+def test_an_empty_box_asks_for_a_sentence(site):
+    status = run(
+        site,
+        """(async () => {
+          document.getElementById("translator-input").value = "   ";
+          document.getElementById("translator-button").click();
+          return document.getElementById("translator-status").textContent;
+        })()""",
+    )
+    assert status == "Type a sentence to translate first."

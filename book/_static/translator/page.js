@@ -79,6 +79,10 @@ async function run() {
   const direction = $("translator-direction").value;
   const text = $("translator-input").value;
   const status = $("translator-status");
+  if (!text.trim()) {
+    status.textContent = "Type a sentence to translate first.";
+    return;
+  }
   $("translator-button").disabled = true;
   status.textContent = "Loading the model (about 10 MB, once)…";
   try {

@@ -52,6 +52,10 @@ export class Translator {
   async translate(text) {
     const start = performance.now();
     const srcIds = [...this.tokenizer.encode(text), EOS];
+    if (srcIds.length > this.info.config.max_len) {
+      throw new Error(`the sentence has ${srcIds.length} tokens, more than the ${this.info.config.max_len} ` +
+        "the model can read: shorten it");
+    }
     const src = new ort.Tensor("int64", BigInt64Array.from(srcIds, BigInt), [1, srcIds.length]);
     const { memory } = await this.encoder.run({ src });
     const limit = Math.min(srcIds.length + this.info.max_extra, this.info.config.max_len - 1);
