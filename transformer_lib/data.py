@@ -136,29 +136,44 @@ def download(url: str, dest: Path, verify: Callable[[Path], object], offline: st
                 folder.rmdir()
 
 
-def fetch(split: str, lang: str) -> Path:
-    """Return the path of a verified raw file, downloading it into the cache if needed."""
-    name = file_name(split, lang)
-    local = os.environ.get(LOCAL_DIR_ENV)
+def fetch_verified(
+    name: str, url: str, local_env: str, cache: Path, verify: Callable[[Path, str], Path], what: str
+) -> Path:
+    """A file checked by ``verify(path, what_to_do)``: from the folder that the environment variable
+    ``local_env`` names when it is set, else downloaded from ``url`` into ``cache`` once.
+    ``what`` names the files, for the messages (e.g. "the Multi30k .gz files")."""
+    local = os.environ.get(local_env)
     if local:
         path = Path(local) / name
         if not path.is_file():
             raise DataError(
-                f"{path} does not exist: {LOCAL_DIR_ENV} is set to {local!r}, which should hold "
-                f"the Multi30k raw files ({name} among them). Fix the folder, or unset "
-                f"{LOCAL_DIR_ENV} to download the files from {BASE_URL}."
+                f"{path} does not exist: {local_env} is set to {local!r}, which should hold "
+                f"{what} ({name} among them). Fix the folder, or unset {local_env} to download {url}."
             )
-        return _verify(path, name, f"replace it with the file from {BASE_URL}/{name}")
-    path = cache_dir() / name
+        return verify(path, f"replace it with the file from {url}")
+    path = cache / name
     if not path.is_file():
         download(
-            f"{BASE_URL}/{name}",
+            url,
             path,
-            lambda tmp: _verify(tmp, name, f"the download from {BASE_URL}/{name} was damaged; try again"),
-            f"put the Multi30k .gz files in a folder and set {LOCAL_DIR_ENV} to that folder",
+            lambda tmp: verify(tmp, f"the download from {url} was damaged; try again"),
+            f"put {what} in a folder and set {local_env} to that folder",
         )
         return path
-    return _verify(path, name, "delete it and it will be downloaded again")
+    return verify(path, "delete it and it will be downloaded again")
+
+
+def fetch(split: str, lang: str) -> Path:
+    """Return the path of a verified raw file, downloading it into the cache if needed."""
+    name = file_name(split, lang)
+    return fetch_verified(
+        name,
+        f"{BASE_URL}/{name}",
+        LOCAL_DIR_ENV,
+        cache_dir(),
+        lambda path, fix: _verify(path, name, fix),
+        "the Multi30k .gz files",
+    )
 
 
 def load_multi30k(split: str, lang: str) -> list[str]:

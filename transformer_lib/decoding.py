@@ -29,7 +29,7 @@ def _strip(row: Tensor) -> list[int]:
     return [i for i in ids if i != PAD_ID]
 
 
-def _length_limits(src: Tensor, max_extra: int, max_len: int) -> Tensor:
+def length_limits(src: Tensor, max_extra: int, max_len: int) -> Tensor:
     """Output length limits: source length + max_extra, within the model's positions (<bos> is one)."""
     return ((src != PAD_ID).sum(dim=1) + max_extra).clamp_max(max_len - 1)  # (batch,)
 
@@ -70,7 +70,7 @@ def _generate(
         return model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
 
     bos = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
-    return extend(bos, next_logits, pick, _length_limits(src, max_extra, model.config.max_len))
+    return extend(bos, next_logits, pick, length_limits(src, max_extra, model.config.max_len))
 
 
 @torch.no_grad()
@@ -146,7 +146,7 @@ def beam_search(
     batch, k = src.shape[0], beam_size
     memory, src_mask = model.encode(src)
     memory, src_mask = memory.repeat_interleave(k, dim=0), src_mask.repeat_interleave(k, dim=0)
-    limits = _length_limits(src, max_extra, model.config.max_len).repeat_interleave(k)  # (batch * k,)
+    limits = length_limits(src, max_extra, model.config.max_len).repeat_interleave(k)  # (batch * k,)
     device = src.device
     tokens = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
     scores = torch.full((batch, k), float("-inf"), device=device)

@@ -12,10 +12,11 @@
   scores and normalization table, for the browser's tokenizer);
 * ``model.json``: languages, sizes, decoding limits, precision and the checkpoint's SHA-256.
 
-``precision="fp16"`` stores every weight matrix in half precision and casts it back to float when
-the session starts: half the bytes, float arithmetic. ``"int8"`` quantizes the matrix products
-dynamically (``onnxruntime.quantization``). Both cost BLEU; lesson 11's models were stored in half
-precision already, so for them ``fp16`` changes nothing. :class:`OnnxTranslator` decodes with
+``precision="fp16"`` stores the weights in half precision and casts them back to float when the
+session starts: half the bytes, float arithmetic (the sinusoidal table stays float32). ``"int8"``
+quantizes the matrix products dynamically (``onnxruntime.quantization``). Either can change
+translations; lesson 11's models were stored in half precision already, so for them ``fp16``
+changes nothing (``transformer_lib.benchmarks.onnx_precision`` measures both). :class:`OnnxTranslator` decodes with
 exported files in Python, through the package's own generation loop
 (:func:`transformer_lib.decoding.extend`).
 """
@@ -42,8 +43,9 @@ from torch import Tensor, nn
 
 from transformer_lib.attention import padding_mask
 from transformer_lib.batching import pad_ids
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import cache_root, sha256_of
-from transformer_lib.decoding import _length_limits, extend
+from transformer_lib.decoding import extend, length_limits
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import write_bytes, write_text
 from transformer_lib.model import Transformer
@@ -53,7 +55,6 @@ from transformer_lib.translation import load_model
 
 PRECISIONS = ("fp32", "fp16", "int8")
 OPSET = 20
-MAX_EXTRA = 50  # output length limit: source length + MAX_EXTRA, as the package's decoders
 FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "tokenizer.json.gz", "model.json")
 
 
@@ -251,7 +252,7 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
         "precision": precision,
         "parameters": sum(p.numel() for p in model.parameters()),
         "config": {k: getattr(c, k) for k in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")},
-        "max_extra": MAX_EXTRA,
+        "max_extra": DecodeConfig().max_extra,  # the output length limit: source length + max_extra
         "checkpoint_sha256": sha256_of(checkpoint),
         "torch": torch.__version__,
         "opset": OPSET,
@@ -290,7 +291,7 @@ class OnnxTranslator:
         """The most probable token at every step, as :func:`transformer_lib.decoding.greedy_decode`
         does: one id list per sentence."""
         memory = self.encode(src)
-        limits = _length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])
+        limits = length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])
         bos = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long)
         return extend(bos, lambda tokens: self.next_logits(tokens, memory, src)[0], lambda x: x.argmax(-1), limits)
 

@@ -16,7 +16,7 @@ import os
 import tarfile
 from pathlib import Path
 
-from transformer_lib.data import DataError, cache_root, download
+from transformer_lib.data import DataError, cache_root, fetch_verified
 from transformer_lib.files import write_bytes
 
 VERSION = "1.30.0"
@@ -43,25 +43,9 @@ def _verify(path: Path, fix: str) -> Path:
 
 def fetch() -> Path:
     """The verified tarball of onnxruntime-web, downloaded into the cache if needed."""
-    local = os.environ.get(LOCAL_DIR_ENV)
-    if local:
-        path = Path(local) / TARBALL
-        if not path.is_file():
-            raise DataError(
-                f"{path} does not exist: {LOCAL_DIR_ENV} is set to {local!r}, which should hold {TARBALL} "
-                f"(from {URL}). Fix the folder, or unset {LOCAL_DIR_ENV} to download it."
-            )
-        return _verify(path, f"replace it with the file from {URL}")
-    path = cache_root() / "onnxruntime-web" / TARBALL
-    if not path.is_file():
-        download(
-            URL,
-            path,
-            lambda tmp: _verify(tmp, "the download was damaged; try again"),
-            f"put {TARBALL} from {URL} in a folder and set {LOCAL_DIR_ENV} to that folder",
-        )
-        return path
-    return _verify(path, "delete it and it will be downloaded again")
+    return fetch_verified(
+        TARBALL, URL, LOCAL_DIR_ENV, cache_root() / "onnxruntime-web", _verify, f"the npm tarball {TARBALL}"
+    )
 
 
 def install(dest: str | os.PathLike) -> list[Path]:
