@@ -5,6 +5,7 @@ cross-attention weights agree with PyTorch's to a stated tolerance, greedy decod
 translation of every sentence of test_2016_flickr, and the half-precision files fit in 10 MB.
 """
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -127,6 +128,16 @@ def test_bad_inputs_are_one_line(tmp_path, capsys):
         OnnxTranslator(tmp_path)
     with pytest.raises(ValueError, match="precision must be one of"):
         export_onnx(DE_EN, tmp_path / "out", "fp8")
+
+
+def test_missing_onnx_packages_are_named_in_one_line(tmp_path, monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
+    assert main(["export-onnx", str(DE_EN), str(tmp_path / "out")]) == 2
+    assert (
+        capsys.readouterr().err
+        == "error: this needs onnxscript: pip install 'transformer_lib[onnx]' (requirements.txt has them)\n"
+    )
 
 
 def test_the_browser_runtime_is_checked_against_npms_checksum(tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ from transformer_lib.batching import pad_ids
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import cache_root, sha256_of
 from transformer_lib.decoding import extend, length_limits
-from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.errors import InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import write_bytes, write_text
 from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import BOS_ID, PAD_ID, SPECIAL_TOKENS
@@ -94,6 +94,17 @@ def _quiet_exporter(logger: logging.Logger | None = None):
             yield
     finally:
         logger.setLevel(level)
+
+
+def _require(*modules: str) -> None:
+    """One line, not an ImportError's traceback, when the ONNX packages (an optional extra) are missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise TransformerLibError(
+            f"this needs {', '.join(missing)}: pip install 'transformer_lib[onnx]' (requirements.txt has them)"
+        )
 
 
 def _to_onnx(module: nn.Module, args: tuple, names: tuple[list[str], list[str]], dynamic: dict):
@@ -214,6 +225,7 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
     """Write the translator of ``checkpoint`` (a file, or a run folder holding ``checkpoint.pt``) to ``out_dir``."""
     if precision not in PRECISIONS:
         raise InvalidValue(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+    _require("onnx", "onnxscript", *(["onnxruntime"] if precision == "int8" else []))
     checkpoint = Path(checkpoint)
     if checkpoint.is_dir():
         checkpoint = checkpoint / "checkpoint.pt"
@@ -265,6 +277,7 @@ class OnnxTranslator:
     """Greedy translation with an exported folder and ONNX Runtime: what the browser runs, in Python."""
 
     def __init__(self, folder: str | os.PathLike, threads: int = 1) -> None:
+        _require("onnxruntime")
         import onnxruntime as ort
 
         folder = Path(folder)
