@@ -95,12 +95,17 @@ def cache_dir() -> Path:
     return cache_root() / "multi30k"
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_digest(path: Path, algorithm: str = "sha256"):
+    """The hash object of a file's bytes, read in blocks (``.hexdigest()``, ``.digest()``)."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return digest
+
+
+def sha256_of(path: Path) -> str:
+    return file_digest(path).hexdigest()
 
 
 def _verify(path: Path, name: str, fix: str) -> Path:

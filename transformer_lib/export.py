@@ -10,15 +10,15 @@
   weights are one row per output token, the heatmap of the book's translator page;
 * ``tokenizer.model`` (SentencePiece, for Python) and ``tokenizer.json.gz`` (the same pieces,
   scores and normalization table, for the browser's tokenizer);
-* ``model.json``: languages, sizes, decoding limits, precision and the checkpoint's SHA-256.
+* ``model.json``: languages, sizes, special ids, decoding limits, precision and the checkpoint's SHA-256.
 
 ``precision="fp16"`` stores the weights in half precision and casts them back to float when the
 session starts: half the bytes, float arithmetic (the sinusoidal table stays float32). ``"int8"``
 quantizes the matrix products dynamically (``onnxruntime.quantization``). Either can change
 translations; lesson 11's models were stored in half precision already, so for them ``fp16``
-changes nothing (``transformer_lib.benchmarks.onnx_precision`` measures both). :class:`OnnxTranslator` decodes with
-exported files in Python, through the package's own generation loop
-(:func:`transformer_lib.decoding.extend`).
+changes nothing (``transformer_lib.benchmarks.onnx_precision`` measures both).
+:class:`OnnxTranslator` decodes with exported files in Python, through the package's own
+generation loop (:func:`transformer_lib.decoding.extend`).
 """
 
 from __future__ import annotations
@@ -41,17 +41,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from transformer_lib.attention import padding_mask
+from transformer_lib.attention import keep_attention_weights, padding_mask
 from transformer_lib.batching import pad_ids
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import cache_root, sha256_of
-from transformer_lib.decoding import extend, length_limits
+from transformer_lib.decoding import NEVER_GENERATED, extend, length_limits
 from transformer_lib.errors import InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import write_bytes, write_text
-from transformer_lib.model import Transformer
+from transformer_lib.model import Transformer, count_parameters
 from transformer_lib.special_tokens import BOS_ID, PAD_ID, SPECIAL_TOKENS
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.translation import load_model
+from transformer_lib.translation import load_model, translate_in_batches
 
 PRECISIONS = ("fp32", "fp16", "int8")
 OPSET = 20
@@ -74,7 +74,7 @@ class _Decoder(nn.Module):
         super().__init__()
         self.model = model
         for layer in model.decoder.layers:
-            layer.cross_attn.need_weights = True  # the by-hand path, which keeps its weights
+            keep_attention_weights(layer.cross_attn)  # the by-hand path, which keeps its weights
 
     def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
         logits = self.model.decode(tgt, memory, padding_mask(src, PAD_ID), last=True)[:, -1]  # (batch, vocab)
@@ -198,7 +198,7 @@ def _charsmap_table(blob: bytes) -> dict[str, str]:
 def tokenizer_spec(tokenizer: Tokenizer) -> dict:
     """What a byte-pair-encoding tokenizer in another language needs to give SentencePiece's ids.
 
-    The pieces with their scores (a merge's priority) and types, the special ids, and the
+    The pieces with their scores (a merge's priority) and types (which are special), and the
     normalizer: its character map as a table and its whitespace switches.
     """
     from sentencepiece import sentencepiece_model_pb2
@@ -212,7 +212,6 @@ def tokenizer_spec(tokenizer: Tokenizer) -> dict:
         raise InvalidValue("tokenizers with a denormalizer or suffix whitespace cannot be exported for the browser")
     return {
         "pieces": [[p.piece, p.score, p.type] for p in proto.pieces],  # type 1 normal, 2 unknown, 3 control
-        "special_ids": SPECIAL_TOKENS,
         "unk_surface": proto.trainer_spec.unk_surface,
         "normalization": _charsmap_table(norm.precompiled_charsmap) if norm.precompiled_charsmap else {},
         "add_dummy_prefix": norm.add_dummy_prefix,
@@ -262,9 +261,11 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
         "src": meta["src"],
         "tgt": meta["tgt"],
         "precision": precision,
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "parameters": count_parameters(model),
         "config": {k: getattr(c, k) for k in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")},
         "max_extra": DecodeConfig().max_extra,  # the output length limit: source length + max_extra
+        "special_ids": SPECIAL_TOKENS,
+        "never_generated": NEVER_GENERATED,
         "checkpoint_sha256": sha256_of(checkpoint),
         "torch": torch.__version__,
         "opset": OPSET,
@@ -309,15 +310,8 @@ class OnnxTranslator:
         return extend(bos, lambda tokens: self.next_logits(tokens, memory, src)[0], lambda x: x.argmax(-1), limits)
 
     def translate(self, sentences: Sequence[str], batch_size: int = 64) -> list[str]:
-        """Translate sentences greedily, in batches of similar length, keeping their order."""
-        encoded = self.tokenizer.encode_batch(list(sentences), eos=True)
-        order = sorted(range(len(sentences)), key=lambda i: len(encoded[i]))
-        out = [""] * len(sentences)
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
-            for i, ids in zip(chunk, self.greedy(pad_ids([encoded[i] for i in chunk])), strict=True):
-                out[i] = self.tokenizer.decode(ids)
-        return out
+        """Translate sentences greedily, as :func:`transformer_lib.translation.translate_sentences` does."""
+        return translate_in_batches(self.tokenizer, sentences, self.greedy, batch_size, self.info["config"]["max_len"])
 
 
 def cached_export(checkpoint: str | os.PathLike, precision: str = "fp16") -> Path:

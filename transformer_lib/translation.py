@@ -5,10 +5,11 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
+from torch import Tensor
 from tqdm import tqdm
 
 from transformer_lib.batching import pad_ids
@@ -37,29 +38,44 @@ def translate_sentences(
     ``progress`` shows a bar of sentences translated (on standard error).
     """
     model.eval()
+
+    def decode(src: Tensor) -> list[list[int]]:
+        src = src.to(device)
+        if decoding.beam_size == 1:
+            return greedy_decode(model, src, decoding.max_extra)
+        return beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
+
+    return translate_in_batches(tokenizer, sentences, decode, decoding.batch_size, model.config.max_len, progress)
+
+
+def translate_in_batches(
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    decode: Callable[[Tensor], list[list[int]]],
+    batch_size: int,
+    max_len: int,
+    progress: bool = False,
+) -> list[str]:
+    """The loop of :func:`translate_sentences` around any ``decode`` (padded source ids
+    (batch, src_len) -> one id list per sentence): a PyTorch model's, or an exported one's
+    (:class:`transformer_lib.export.OnnxTranslator`)."""
     encoded = dict(zip(range(len(sentences)), tokenizer.encode_batch(list(sentences), eos=True), strict=True))
     out: list[str] = [""] * len(sentences)
     for i, ids in list(encoded.items()):
         if not sentences[i].strip():
             del encoded[i]
-        elif len(ids) > model.config.max_len:
+        elif len(ids) > max_len:
             print(
-                f"sentence {i + 1}: {len(ids)} tokens, more than the model's max_len={model.config.max_len}; "
-                "left untranslated",
+                f"sentence {i + 1}: {len(ids)} tokens, more than the model's max_len={max_len}; left untranslated",
                 file=sys.stderr,
             )
             del encoded[i]
     order = sorted(encoded, key=lambda i: len(encoded[i]))
     bar = tqdm(total=len(sentences), desc="translate", unit="sent", disable=not progress, mininterval=1.0)
     bar.update(len(sentences) - len(order))
-    for start in range(0, len(order), decoding.batch_size):
-        chunk = order[start : start + decoding.batch_size]
-        src = pad_ids([encoded[i] for i in chunk]).to(device)
-        if decoding.beam_size == 1:
-            hyps = greedy_decode(model, src, decoding.max_extra)
-        else:
-            hyps = beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
-        for i, hyp in zip(chunk, hyps, strict=True):
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        for i, hyp in zip(chunk, decode(pad_ids([encoded[i] for i in chunk])), strict=True):
             out[i] = tokenizer.decode(hyp)
         bar.update(len(chunk))
     bar.close()

@@ -11,12 +11,11 @@ use (a static site cannot enable the cross-origin isolation that threads need).
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import tarfile
 from pathlib import Path
 
-from transformer_lib.data import DataError, cache_root, fetch_verified
+from transformer_lib.data import DataError, cache_root, fetch_verified, file_digest
 from transformer_lib.files import write_bytes
 
 VERSION = "1.30.0"
@@ -28,11 +27,7 @@ LOCAL_DIR_ENV = "ONNXRUNTIME_WEB_DIR"
 
 
 def _verify(path: Path, fix: str) -> Path:
-    digest = hashlib.sha512()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    actual = base64.b64encode(digest.digest()).decode()
+    actual = base64.b64encode(file_digest(path, "sha512").digest()).decode()  # npm's integrity form
     if actual != SHA512:
         raise DataError(
             f"checksum mismatch for {path}: expected SHA-512 {SHA512}, got {actual}. "

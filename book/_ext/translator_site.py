@@ -59,7 +59,6 @@ def write_translator_files(app, exception) -> None:
         out.mkdir(parents=True, exist_ok=True)
         for file in SERVED:
             shutil.copyfile(folder / file, out / file)
-            (out / file).chmod(0o644)
         info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
         bleu = measured_bleu(root / app.config.translator_record, checkpoint, precision)
         info["checkpoint"] = name

@@ -9,7 +9,6 @@ const here = new URL(".", import.meta.url);
 ort.env.wasm.wasmPaths = new URL("ort/", here).href;
 ort.env.wasm.numThreads = 1; // a static site cannot turn on the cross-origin isolation threads need
 
-const BOS = 1, EOS = 2, NEVER_GENERATED = [0, 1]; // <pad> and <bos>, as in transformer_lib.decoding
 
 async function fetchOk(url) {
   const response = await fetch(url);
@@ -51,6 +50,7 @@ export class Translator {
   // whole prefix each step; the last step's cross-attention has one row per output token.
   async translate(text) {
     const start = performance.now();
+    const { "<bos>": BOS, "<eos>": EOS } = this.info.special_ids; // model.json: the package's ids
     const srcIds = [...this.tokenizer.encode(text), EOS];
     if (srcIds.length > this.info.config.max_len) {
       throw new Error(`the sentence has ${srcIds.length} tokens, more than the ${this.info.config.max_len} ` +
@@ -65,7 +65,7 @@ export class Translator {
       const tgt = new ort.Tensor("int64", BigInt64Array.from(out, BigInt), [1, out.length]);
       const result = await this.decoder.run({ tgt, memory, src });
       const logits = result.logits.data;
-      for (const id of NEVER_GENERATED) logits[id] = -Infinity;
+      for (const id of this.info.never_generated) logits[id] = -Infinity; // <pad>, <bos>
       let next = 0;
       for (let v = 1; v < logits.length; v++) if (logits[v] > logits[next]) next = v;
       if (step + 1 >= limit) next = EOS;
