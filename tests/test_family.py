@@ -223,9 +223,13 @@ def test_the_one_trainer_fits_a_language_model():
     torch.manual_seed(0)
     model = GPT(config())
     history = Trainer(
-        model, LanguageModelTask(seqs, max_tokens=64), TrainConfig(epochs=30, warmup=10, progress=False)
+        # a tenth of the schedule's rate: at full rate (0.056 at d_model 32, warm-up 10) the loss
+        # oscillates, and whether the last step lands on the pattern depended on the thread count
+        model,
+        LanguageModelTask(seqs, max_tokens=64),
+        TrainConfig(epochs=30, warmup=10, lr_factor=0.1, progress=False),
     ).train()
-    assert history[-1]["loss"] < 0.25 * history[0]["loss"]
+    assert history[-1]["loss"] < 0.05 * history[0]["loss"]
     assert generate(model, torch.tensor([[BOS_ID, 7]]), greedy=True)[0][:5] == [8, 9, 7, 8, 9]
 
 
