@@ -7,3 +7,10 @@ import os
 # Set before PyTorch starts, here and in the notebooks' kernels, which inherit it.
 # (transformer_lib sets the same default for readers who run a lesson by hand.)
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# Even passive threads contend: with `pytest -n 2` on 2 cores, 2 workers x 2 threads is twice
+# the cores. Each xdist worker, and the lessons it runs (`setup` reads the variable), takes its
+# share of the cores instead, unless the reader chose a number.
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _workers > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
