@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from test_training import random_examples
 
-from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask
+from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask, distributed
 from transformer_lib.checkpoint import load_checkpoint
 
 
@@ -38,10 +38,8 @@ def free_port() -> int:
 def worker(rank, world, port, run_dir):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    try:
-        train(run_dir, grad_accum=1)
-    finally:
-        dist.destroy_process_group()
+    train(run_dir, grad_accum=1)
+    distributed.finish()
 
 
 def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation(tmp_path):

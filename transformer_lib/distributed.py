@@ -45,8 +45,14 @@ def init(device: torch.device) -> torch.device:
 
 
 def finish() -> None:
-    """Leave the process group (at the end of a run)."""
+    """Leave the process group (at the end of a run), all processes together.
+
+    The barrier keeps a process that finishes first from shutting its connections while another
+    still uses them: without it, a CPU run (gloo) now and then aborted at exit
+    ("terminate called without an active exception").
+    """
     if dist.is_available() and dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
