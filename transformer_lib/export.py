@@ -166,33 +166,41 @@ def _quantize_int8(proto):
 
 
 def _charsmap_table(blob: bytes) -> dict[str, str]:
-    """Every entry of a SentencePiece normalizer's precompiled character map.
+    """Every entry of a SentencePiece normalizer's precompiled character map, sorted by key.
 
     The map is a Darts double-array trie over UTF-8 byte strings whose leaves point into a blob of
     NUL-terminated replacements. SentencePiece replaces, at each position of a sentence, the longest
     string the trie holds; the browser's tokenizer does the same with this table.
     """
     (trie_size,) = struct.unpack_from("<I", blob, 0)
-    units = struct.unpack_from(f"<{trie_size // 4}I", blob, 4)
+    units = np.frombuffer(blob, dtype="<u4", count=trie_size // 4, offset=4).astype(np.int64)
     replacements = blob[4 + trie_size :]
 
-    def offset(unit: int) -> int:
+    def offset(unit: np.ndarray) -> np.ndarray:
         return (unit >> 10) << ((unit & (1 << 9)) >> 6)
 
+    # A node's child for byte b sits at position (node ^ b) and carries the label b, so every
+    # labelled unit names its parent: sorted by parent, the units list each node's children.
+    labels = units & ((1 << 31) | 0xFF)  # bit 31 marks a leaf, which is no one's labelled child
+    (labelled,) = np.nonzero((labels >= 1) & (labels <= 255))
+    parents = labelled ^ labels[labelled]
+    order = np.argsort(parents, kind="stable")
+    parents, children_by_parent = parents[order], labelled[order]
+
     table: dict[str, str] = {}
-    stack = [(offset(units[0]), b"")]  # (node position, key so far)
-    while stack:
-        node, key = stack.pop()
-        for byte in range(1, 256):
-            child = node ^ byte
-            if child >= len(units) or units[child] & ((1 << 31) | 0xFF) != byte:
-                continue
-            nxt = child ^ offset(units[child])
-            if (units[child] >> 8) & 1:  # a key ends here: its leaf holds the replacement's offset
-                start = units[nxt] & ((1 << 31) - 1)
-                table[(key + bytes([byte])).decode("utf-8")] = replacements[start:].split(b"\0", 1)[0].decode("utf-8")
-            stack.append((nxt, key + bytes([byte])))
-    return table
+    nodes, keys = offset(units[:1]), [b""]  # one level of the trie at a time: positions, keys so far
+    while len(nodes):
+        first = np.searchsorted(parents, nodes, "left")
+        counts = np.searchsorted(parents, nodes, "right") - first
+        # the children of every node of this level, node by node
+        children = children_by_parent[np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts - first, counts)]
+        parent = np.repeat(np.arange(len(nodes)), counts)
+        keys = [keys[p] + bytes([b]) for p, b in zip(parent.tolist(), labels[children].tolist(), strict=True)]
+        nodes = children ^ offset(units[children])
+        (ends,) = np.nonzero((units[children] >> 8) & 1)  # a key ends here: its leaf holds the replacement's offset
+        for i, start in zip(ends.tolist(), (units[nodes[ends]] & ((1 << 31) - 1)).tolist(), strict=True):
+            table[keys[i].decode("utf-8")] = replacements[start : replacements.index(b"\0", start)].decode("utf-8")
+    return dict(sorted(table.items()))
 
 
 def tokenizer_spec(tokenizer: Tokenizer) -> dict:
