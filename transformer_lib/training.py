@@ -138,18 +138,20 @@ class Trainer:
         if self.run_dir is not None and self.is_main:  # what a write killed midway left behind
             for leftover in self.run_dir.glob(".*.part"):
                 leftover.unlink()
+        on_gpu = self.device.type == "cuda"
+        self.params = list(model.parameters())
         self.optimizer = torch.optim.Adam(  # fused: one kernel for every parameter's update, on a GPU
-            model.parameters(),
+            self.params,
             lr=1.0,
             betas=c.betas,
             eps=c.adam_eps,
             weight_decay=c.weight_decay,
-            fused=self.device.type == "cuda",
+            fused=on_gpu,
+            foreach=not on_gpu,  # on a CPU: the same arithmetic, one call per operation for all parameters
         )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: noam_lr(step + 1, d_model, c.warmup, c.lr_factor)
         )
-        on_gpu = self.device.type == "cuda"
         self.autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=c.bf16 and on_gpu)
         compile_ = (lambda m: torch.compile(m, dynamic=True)) if c.compile and on_gpu else (lambda m: m)
         self.eval_model = compile_(model)  # validation: each process alone, no collective calls
@@ -253,7 +255,8 @@ class Trainer:
         split. An ``idle`` process (the last step of an epoch can have fewer batches than
         processes) runs one batch with weight 0: every process must take part in the averaging.
         """
-        self.model.train()
+        if not self.model.training:  # after validation
+            self.model.train()
         sums = torch.zeros(2, device=self.device)  # loss, items: summed on the device
         for i, indices in enumerate(batches):
             batch = self.task.make_batch(indices, train=True).to(self.device)
@@ -265,10 +268,10 @@ class Trainer:
             if not idle:
                 sums += torch.stack([loss.detach().float(), torch.as_tensor(count, device=self.device).float()])
         sums = distributed.sum_tensor(sums)
-        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        grads = [p.grad for p in self.params if p.grad is not None]
         torch._foreach_mul_(grads, self.world / sums[1])  # DistributedDataParallel averaged: undo, divide by items
         max_norm = self.config.clip_grad or math.inf  # the norm before clipping is logged either way
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         lr = self.scheduler.get_last_lr()[0]
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
