@@ -1,6 +1,8 @@
 """Loaded by pytest for every way of running the tests, `pytest notebooks/...` included."""
 
 import os
+from collections import Counter
+from pathlib import Path
 
 # Two test workers, each running lessons with two threads, share the CPU: OpenMP threads that
 # spin while they wait would then steal each other's cores (the training lessons ran 6x slower).
@@ -14,3 +16,22 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Order the files for `--dist loadfile` (pyproject's addopts keep this order): the lessons first,
+    the last lesson first (the later lessons train longest), then the test files with the most tests.
+
+    Two workers each take the next file when they finish one; a long lesson taken last would run
+    alone at the end while the other worker sat idle. Within a file the order stays as written.
+    """
+    files = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def rank(item) -> tuple[int, int]:
+        path = item.nodeid.split("::")[0]
+        lesson = Path(path).name[:2]
+        if path.endswith(".ipynb"):
+            return (0, -int(lesson) if lesson.isdigit() else 0)
+        return (1, -files[path])
+
+    items.sort(key=rank)  # stable: the cells of a lesson keep their order
