@@ -2,7 +2,6 @@
 
 import os
 from collections import Counter
-from pathlib import Path
 
 # Two test workers, each running lessons with two threads, share the CPU: OpenMP threads that
 # spin while they wait would then steal each other's cores (the training lessons ran 6x slower).
@@ -25,13 +24,11 @@ def pytest_collection_modifyitems(items: list) -> None:
     Two workers each take the next file when they finish one; a long lesson taken last would run
     alone at the end while the other worker sat idle. Within a file the order stays as written.
     """
-    files = Counter(item.nodeid.split("::")[0] for item in items)
+    files = Counter(item.path for item in items)
 
     def rank(item) -> tuple[int, int]:
-        path = item.nodeid.split("::")[0]
-        lesson = Path(path).name[:2]
-        if path.endswith(".ipynb"):
-            return (0, -int(lesson) if lesson.isdigit() else 0)
-        return (1, -files[path])
+        if item.path.suffix == ".ipynb":  # named NN_title.ipynb
+            return (0, -int(item.path.name[:2]))
+        return (1, -files[item.path])
 
     items.sort(key=rank)  # stable: the cells of a lesson keep their order

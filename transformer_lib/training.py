@@ -255,7 +255,7 @@ class Trainer:
         split. An ``idle`` process (the last step of an epoch can have fewer batches than
         processes) runs one batch with weight 0: every process must take part in the averaging.
         """
-        if not self.model.training:  # after validation
+        if not self.model.training:  # the first step, and the first after a validation
             self.model.train()
         sums = torch.zeros(2, device=self.device)  # loss, items: summed on the device
         for i, indices in enumerate(batches):
