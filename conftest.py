@@ -19,7 +19,8 @@ if _workers > 1:
 
 def pytest_collection_modifyitems(items: list) -> None:
     """Order the files for `--dist loadfile` (pyproject's addopts keep this order): the lessons first,
-    the last lesson first (the later lessons train longest), then the test files with the most tests.
+    the last lesson first (the later lessons train longest), then the test files marked `slow`, then
+    the others, each group the files with the most tests first.
 
     Two workers each take the next file when they finish one; a long lesson taken last would run
     alone at the end while the other worker sat idle. Within a file the order stays as written.
@@ -29,6 +30,6 @@ def pytest_collection_modifyitems(items: list) -> None:
     def rank(item) -> tuple[int, int]:
         if item.path.suffix == ".ipynb":  # named NN_title.ipynb
             return (0, -int(item.path.name[:2]))
-        return (1, -files[item.path])
+        return (1 if item.get_closest_marker("slow") else 2, -files[item.path])
 
     items.sort(key=rank)  # stable: the cells of a lesson keep their order

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from browser import Browser, chromium_path, raw_latex, serve
 
+pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
+
 SITE = Path(__file__).parent.parent / "_build" / "html"
 NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
 

@@ -10,6 +10,8 @@ import yaml
 from transformer_lib.cli import main
 from transformer_lib.config import CONFIG_DIR, load_config
 
+pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
+
 
 def run(*args, stdin=None):
     return subprocess.run(

@@ -16,6 +16,8 @@ from test_training import random_examples
 from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask, distributed
 from transformer_lib.checkpoint import load_checkpoint
 
+pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
+
 
 def train(run_dir, grad_accum, max_steps=None):
     torch.manual_seed(0)

@@ -25,6 +25,8 @@ from transformer_lib.export import OnnxTranslator, _charsmap_table, cached_expor
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_sentences
 
+pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
+
 DE_EN = Path(__file__).parent.parent / "results" / "multi30k" / "models" / "de_en.model_fp16.pt"
 LOGIT_TOLERANCE = 1e-4  # logits are of size ~10; float32 sums in another order differ by ~1e-6
 WEIGHT_TOLERANCE = 1e-5  # attention weights, in [0, 1]

@@ -15,6 +15,8 @@ from transformer_lib.metrics import moses_bleu, sacrebleu_score
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.training import TrainConfig, Trainer
 
+pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
+
 
 def write(path, content) -> str:
     path.write_text(yaml.safe_dump(content))

@@ -19,6 +19,8 @@ from browser import Browser, chromium_path, serve
 from transformer_lib.data import load_multi30k
 from transformer_lib.export import OnnxTranslator
 
+pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
+
 SITE = Path(__file__).parent.parent / "_build" / "html"
 PAGE = "book/translator.html"
 MODELS = SITE / "_static" / "translator" / "models"
