@@ -37,3 +37,20 @@ def test_deliberate_errors_show_one_line(notebook):
         if output["output_type"] == "error":
             assert "raises-exception" in cell["metadata"].get("tags", []), f"cell {index} failed"
             assert len(output["traceback"]) == 1, f"cell {index} shows a {len(output['traceback'])}-line traceback"
+
+
+MARKDOWN_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)")
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_images_render_where_the_notebook_is_opened_alone(notebook):
+    """Colab, GitHub or a download has no ../book: a relative image would show as a broken icon.
+
+    The Colab badge is Colab's own image; the site serves its copy (book/_ext/site_fixes.py).
+    """
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown":
+            for source in MARKDOWN_IMAGE.findall("".join(cell["source"])):
+                assert source.startswith("https://"), f"cell {index} shows an image by a relative path: {source}"
+    assert "(https://colab.research.google.com/assets/colab-badge.svg)" in "".join(cells[0]["source"])

@@ -7,13 +7,21 @@
 * The citations in the text are author-year ("Vaswani et al., 2017"); the bibliography's entries
   get the same labels (pybtex's styles offer only numbers or "[VSP+17]"), sorted by author and
   year: the style ``authoryear`` (``bibtex_default_style`` in ``_config.yml``).
+* Each lesson's *Open in Colab* badge is Colab's own image, so that it renders wherever the
+  notebook is opened alone (Colab, GitHub, a download); the site shows its copy of that image
+  (``book/_static/open-in-colab.svg``), so no page loads anything from another host.
 """
 
 from __future__ import annotations
 
+from docutils import nodes
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
+from sphinx.transforms import SphinxTransform
+
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+LOCAL_BADGE = "/book/_static/open-in-colab.svg"  # from the source folder, as Sphinx reads a leading /
 
 
 class AuthorYearLabels(BaseLabelStyle):
@@ -37,6 +45,17 @@ class AuthorYearStyle(UnsrtStyle):
     default_sorting_style = "author_year_title"
 
 
+class LocalColabBadge(SphinxTransform):
+    """Colab's badge image, served from the site: the lessons' badges link to Colab, load nothing from it."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        for image in self.document.findall(nodes.image):
+            if image["uri"] == COLAB_BADGE:
+                image["uri"] = LOCAL_BADGE
+
+
 def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     seen, unique = set(), []
     for script in context.get("script_files", []):
@@ -55,5 +74,6 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
 def setup(app):
     register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
+    app.add_transform(LocalColabBadge)
     app.connect("html-page-context", _one_of_each_script, priority=900)  # after the themes added theirs
     return {"parallel_read_safe": True, "parallel_write_safe": True}

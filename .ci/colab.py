@@ -1,0 +1,178 @@
+"""Every lesson as a reader on Colab meets it: alone in an empty folder, in a bare environment.
+
+    python .ci/colab.py                          # every lesson, two at a time
+    python .ci/colab.py notebooks/04_attention.ipynb [...]
+
+A reader who opens a lesson on Colab has none of this repository: no ``../results``, no
+``../book``, no ``transformer_lib``. Colab preinstalls PyTorch and the scientific stack, and the
+lesson's first cell installs the package from the repository's address. This script builds that
+situation and runs each lesson top to bottom with nbclient:
+
+* a fresh environment (``.colab/base``) with only what Colab preinstalls that matters here
+  (``PREINSTALLED``): not transformer_lib, sentencepiece, sacrebleu, sacremoses or onnx;
+* for each lesson, an empty folder holding only a copy of the notebook and an environment of its
+  own layered on the base one (a ``.pth`` file), so that every lesson's first cell really
+  installs the package, as it does on a new Colab machine;
+* the repository's address (``_config.yml``) in the copy replaced by this checkout's, as
+  ``git+file://`` for pip and ``file://`` for git: the lessons install the committed state of this
+  checkout, and lesson 11 clones it for its records;
+* cells tagged ``nbval-skip`` or ``skip-execution`` (lesson 11's GPU training) are not run.
+
+Outputs are not compared (nbval does that in the repository); a lesson fails on any error in a
+cell not tagged ``raises-exception``, and the script says which lesson and cell. Lessons that did
+not fail leave nothing behind; a failed one keeps its folder under ``.colab/`` for a look (the
+notebook with its outputs, and ``kernel.log``: what the kernel and pip printed outside the cells).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repository import ROOT, configured
+
+WORK = ROOT / ".colab"
+# What Colab preinstalls that the lessons use; PyTorch is the small CPU build of the book's version
+# (Colab's is a CUDA build of a recent release: .ci/matrix.py tests the newest).
+PREINSTALLED = ["torch==2.13.0", "numpy", "matplotlib", "seaborn", "scikit-learn", "ipykernel", "tqdm", "pyyaml"]
+SKIPPED_TAGS = {"nbval-skip", "skip-execution"}
+
+
+def make_base() -> Path:
+    """A fresh environment holding PREINSTALLED; returns its site-packages folder."""
+    shutil.rmtree(WORK, ignore_errors=True)
+    base = WORK / "base"
+    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
+    pip = [str(base / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, *PREINSTALLED], check=True)
+    return site_packages(base)
+
+
+def site_packages(venv: Path) -> Path:
+    python = venv / "bin" / "python"
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    return Path(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip())
+
+
+def lesson_copy(notebook: Path, folder: Path) -> Path:
+    """The notebook alone in ``folder``, its repository address replaced by this checkout's."""
+    repo, _ = configured()
+    nb = nbformat.read(notebook, as_version=4)
+    install = f"git+https://github.com/{repo}"
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    if not code or install not in code[0].source:
+        raise SystemExit(f"{notebook.name}: its first code cell does not install the package from {install}")
+    for cell in code:
+        cell.source = cell.source.replace(install, f"git+file://{ROOT}")
+        cell.source = cell.source.replace(f"https://github.com/{repo}", f"file://{ROOT}")
+        if SKIPPED_TAGS & set(cell.metadata.get("tags", [])):
+            cell.metadata.setdefault("tags", []).append("skip-execution")
+    copy = folder / notebook.name
+    nbformat.write(nb, copy)
+    return copy
+
+
+def lesson_environment(folder: Path, base: Path) -> Path:
+    """An environment of the lesson's own over the base one, with a Jupyter kernel; returns its kernels folder."""
+    venv = folder / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site_packages(venv) / "_colab_base.pth").write_text(f"{base}\n")  # pip comes from the base, as torch does
+    spec = folder / "kernels" / "colab"
+    spec.mkdir(parents=True)
+    argv = [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Colab-like", "language": "python"}))
+    return spec.parent
+
+
+def kernel_env(venv: Path) -> dict[str, str]:
+    """This process's environment without the CI's virtual environment, one thread per lesson."""
+    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
+    ours = str(Path(sysconfig.get_paths()["scripts"]))
+    path = [p for p in env.get("PATH", "").split(os.pathsep) if p != ours]
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), *path])
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def run_lesson(notebook: Path, base: Path) -> tuple[str, float, str | None]:
+    """Run one lesson alone; (name, seconds, None) or (name, seconds, what failed in one line)."""
+    folder = WORK / notebook.stem
+    folder.mkdir(parents=True)
+    copy = lesson_copy(notebook, folder)
+    kernels = lesson_environment(folder, base)
+    nb = nbformat.read(copy, as_version=4)
+    km = KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
+    current = {"index": None}
+
+    def on_cell_start(cell, cell_index):
+        current["index"] = cell_index
+
+    client = NotebookClient(
+        nb, km=km, timeout=1800, resources={"metadata": {"path": str(folder)}}, on_cell_start=on_cell_start
+    )
+    start = time.perf_counter()
+    try:
+        with open(folder / "kernel.log", "w") as log:  # what the kernel and its pip print outside the cells
+            client.execute(env=kernel_env(folder / "venv"), stdout=log, stderr=log)
+    except Exception as error:  # a cell's error, a timeout, a dead kernel: say where, in one line
+        index = current["index"]
+        last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        where = f"cell {index} (counting from 0)" if index is not None else "before the first cell"
+        nbformat.write(nb, copy)  # its outputs, for a look
+        return notebook.name, time.perf_counter() - start, f"{where}: {last}"
+    shutil.rmtree(folder)
+    return notebook.name, time.perf_counter() - start, None
+
+
+def main(argv: list[str]) -> int:
+    notebooks = [Path(a).resolve() for a in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"), reverse=True)
+    missing = [str(n) for n in notebooks if not n.is_file()]
+    if missing:
+        print(f"no notebook at {', '.join(missing)}", file=sys.stderr)
+        return 2
+    dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+    if dirty.strip():
+        print("note: the lessons install the committed state of this checkout; uncommitted changes are not in it")
+    start = time.perf_counter()
+    base = make_base()
+    print(f"the Colab-like base environment in {time.perf_counter() - start:.0f} s: {', '.join(PREINSTALLED)}")
+    failed = []
+    # the last lessons train longest: start them first, two at a time on two cores
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(run_lesson, notebook, base) for notebook in notebooks]
+        for future in as_completed(futures):
+            try:
+                name, seconds, problem = future.result()
+            except Exception:  # the script's own failure, not a lesson's
+                traceback.print_exc()
+                return 1
+            print(f"{'FAILED' if problem else 'ok':6} {name} ({seconds:.0f} s){': ' + problem if problem else ''}")
+            if problem:
+                failed.append(name)
+    seconds = time.perf_counter() - start
+    print(f"{len(notebooks) - len(failed)} of {len(notebooks)} lessons ran alone in {seconds:.0f} s")
+    if failed:
+        print(f"failed: {', '.join(failed)} (their folders are under {WORK.relative_to(ROOT)}/)")
+        return 1
+    shutil.rmtree(WORK)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
