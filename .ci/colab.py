@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,7 +133,8 @@ def run_lesson(notebook: Path, base: Path) -> tuple[str, float, str | None]:
             client.execute(env=kernel_env(folder / "venv"), stdout=log, stderr=log)
     except Exception as error:  # a cell's error, a timeout, a dead kernel: say where, in one line
         index = current["index"]
-        last = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip()  # IPython colours its tracebacks
+        last = text.splitlines()[-1] if text else type(error).__name__
         where = f"cell {index} (counting from 0)" if index is not None else "before the first cell"
         nbformat.write(nb, copy)  # its outputs, for a look
         return notebook.name, time.perf_counter() - start, f"{where}: {last}"
