@@ -11,6 +11,8 @@ import os
 # before PyTorch loads its OpenMP runtime, so here, before the first import of torch.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Importing it checks the Python and PyTorch: one line naming the version needed, before anything fails.
+from transformer_lib import versions  # noqa: F401
 from transformer_lib.attention import (
     MultiHeadAttention,
     causal_mask,

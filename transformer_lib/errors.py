@@ -30,3 +30,7 @@ class MissingFile(TransformerLibError, FileNotFoundError):
 
 class Interrupted(TransformerLibError):
     """Training was stopped (Ctrl-C, or SIGTERM from a scheduler) after writing a checkpoint."""
+
+
+class UnsupportedVersion(TransformerLibError, ImportError):
+    """The Python or PyTorch is older than the package supports (raised on import)."""

@@ -55,6 +55,7 @@ from transformer_lib.translation import load_model, translate_in_batches
 
 PRECISIONS = ("fp32", "fp16", "int8")
 OPSET = 20
+MAX_BATCH = 4096  # sentences per call of the exported files
 FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "tokenizer.json.gz", "model.json")
 
 
@@ -247,7 +248,9 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
     src = pad_ids(tokenizer.encode_batch(["a b c d e f", "g h i"], eos=True))
     memory = model.encode(src)[0]
     tgt = torch.full((2, 3), BOS_ID)
-    batch, src_len, tgt_len = (torch.export.Dim(name) for name in ("batch", "src_len", "tgt_len"))
+    # Bounds stated (the positions' table ends at max_len): PyTorch before 2.7 otherwise fails on guards it derives.
+    batch = torch.export.Dim("batch", max=MAX_BATCH)
+    src_len, tgt_len = (torch.export.Dim(name, max=model.config.max_len) for name in ("src_len", "tgt_len"))
     encoder = _to_onnx(_Encoder(model), (src,), (["src"], ["memory"]), {"src": {0: batch, 1: src_len}})
     decoder = _to_onnx(
         _Decoder(model),
