@@ -35,17 +35,21 @@ def test_release_reads_major_and_minor():
 
 
 def test_an_older_pytorch_is_one_line_naming_the_version_needed():
-    result = import_after("import torch; torch.__version__ = '2.4.1'")
+    major, minor = MIN_TORCH
+    older = f"{major}.{minor - 1}.1"
+    result = import_after(f"import torch; torch.__version__ = '{older}'")
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("transformer_lib.errors.UnsupportedVersion: transformer_lib needs PyTorch 2.5 or newer")
-    assert "this is PyTorch 2.4.1" in last and 'pip install --upgrade "torch>=2.5"' in last
+    need = f"{major}.{minor}"
+    assert last.startswith(f"transformer_lib.errors.UnsupportedVersion: transformer_lib needs PyTorch {need} or newer")
+    assert f"this is PyTorch {older}" in last and f'pip install --upgrade "torch>={need}"' in last
 
 
 def test_an_older_python_is_one_line_naming_the_version_needed():
-    result = import_after("import sys; sys.version_info = (3, 9, 18, 'final', 0)")
+    major, minor = MIN_PYTHON
+    result = import_after(f"import sys; sys.version_info = ({major}, {minor - 1}, 18, 'final', 0)")
     last = result.stderr.strip().splitlines()[-1]
-    assert "needs Python 3.10 or newer, and this is Python 3.9.18" in last
+    assert f"needs Python {major}.{minor} or newer, and this is Python {major}.{minor - 1}.18" in last
 
 
 def test_a_real_python_3_9_gets_the_line_not_a_syntax_error():
@@ -55,7 +59,7 @@ def test_a_real_python_3_9_gets_the_line_not_a_syntax_error():
     if old is None:
         pytest.skip("no Python 3.9 on this machine")
     result = subprocess.run([old, "-c", "import transformer_lib"], cwd=ROOT, capture_output=True, text=True)
-    assert "needs Python 3.10 or newer" in result.stderr.strip().splitlines()[-1]
+    assert "needs Python {}.{} or newer".format(*MIN_PYTHON) in result.stderr.strip().splitlines()[-1]
 
 
 def test_in_a_notebook_the_error_is_one_line():
