@@ -171,6 +171,35 @@ def test_trainer_refuses_what_breaks_its_contract():
         Trainer(torch.nn.Linear(2, 2), task)
 
 
+class Delegating:
+    """A task that wraps another and hands it every call (as a reader's logging wrapper would)."""
+
+    def __init__(self, task):
+        self.task = task
+
+    def __getattr__(self, name):
+        return getattr(self.task, name)
+
+
+class NoLoss:
+    def train_batches(self, epoch):
+        return [[0]]
+
+    def val_batches(self):
+        return []
+
+    def make_batch(self, indices, train):
+        return None
+
+
+def test_the_contract_is_the_methods_a_call_finds_on_every_python():
+    """isinstance(task, Task) ignores __getattr__ from Python 3.12 on: a delegating wrapper must still train."""
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20))
+    Trainer(model, Delegating(TranslationTask(random_examples(5))), TrainConfig(progress=False))
+    with pytest.raises(TypeError, match=r"NoLoss has no loss$"):
+        Trainer(model, NoLoss())
+
+
 def test_pad_multiple_gives_few_shapes_within_the_budget():
     rng = random.Random(0)
     pairs = [([5] * rng.randint(1, 30), [6] * rng.randint(1, 30)) for _ in range(500)]

@@ -54,6 +54,18 @@ class Task(Protocol):
         ...
 
 
+TASK_METHODS = tuple(name for name, value in vars(Task).items() if callable(value) and not name.startswith("_"))
+
+
+def missing_methods(task: object) -> list[str]:
+    """The methods of the :class:`Task` contract that ``task`` lacks, looked up as a call finds them.
+
+    Not ``isinstance(task, Task)``: from Python 3.12 on it looks past ``__getattr__``, so a task that
+    wraps another and hands it every call would be refused there and accepted on 3.10 and 3.11.
+    """
+    return [name for name in TASK_METHODS if not callable(getattr(task, name, None))]
+
+
 Example = tuple[list[int], list[int]]
 """One training example: the source ids and the target ids (lists of token ids)."""
 

@@ -34,7 +34,7 @@ from transformer_lib import checkpoint, distributed
 from transformer_lib.errors import Interrupted, InvalidType, InvalidValue
 from transformer_lib.files import atomic_path
 from transformer_lib.special_tokens import PAD_ID
-from transformer_lib.tasks import Task
+from transformer_lib.tasks import Task, missing_methods
 from transformer_lib.validation import check_fields, check_range
 
 
@@ -124,8 +124,12 @@ class Trainer:
         run_dir: str | os.PathLike | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
-        if not isinstance(task, Task):
-            raise InvalidType(f"task must meet the Task contract (transformer_lib.tasks), got {type(task).__name__}")
+        missing = missing_methods(task)
+        if missing:
+            raise InvalidType(
+                f"task must meet the Task contract (transformer_lib.tasks): {type(task).__name__} has no "
+                + ", ".join(missing)
+            )
         d_model = getattr(model, "d_model", None)
         if not isinstance(d_model, int):
             raise InvalidValue(f"{type(model).__name__} has no integer d_model, which the warm-up schedule scales with")
