@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "matrix.json"
 VENVS = ROOT / ".matrix"
-TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "hypothesis", "ipykernel", "websocket-client"}  # from requirements.txt
+TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "nbclient", "hypothesis", "ipykernel", "websocket-client"}  # from requirements.txt
 
 
 @dataclass(frozen=True)
