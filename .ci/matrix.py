@@ -36,7 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "matrix.json"
 VENVS = ROOT / ".matrix"
-TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "nbclient", "hypothesis", "ipykernel", "websocket-client"}  # from requirements.txt
+# the test tools, at requirements.txt's versions
+TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "nbclient", "hypothesis", "ipykernel", "websocket-client"}
 
 
 @dataclass(frozen=True)
