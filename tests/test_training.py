@@ -11,7 +11,7 @@ from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
 from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint
 from transformer_lib.tasks import TranslationTask
-from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
+from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr, steps_in_time
 
 
 def random_examples(n, seed=0, vocab=20):
@@ -215,3 +215,10 @@ def test_pad_multiple_gives_few_shapes_within_the_budget():
     plain_batches = [plain.make_batch(indices, train=True) for indices in plain.train_batches(0)]
     plain_shapes = {tuple(b.src.shape) + tuple(b.tgt_in.shape) for b in plain_batches}
     assert len(shapes) < len(plain_shapes) / 2
+
+
+def test_a_time_budget_sets_the_progress_bars_length():
+    """Under max_minutes the bar counts to the steps the budget allows (its ETA is the budget's)."""
+    assert steps_in_time(done=100, elapsed=60.0, budget=1200.0) == 2000
+    assert steps_in_time(done=0, elapsed=0.0, budget=1200.0) == 0  # no rate yet
+    assert steps_in_time(done=100, elapsed=600.0, budget=60.0) == 100  # never fewer than done

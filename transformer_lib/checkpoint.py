@@ -2,9 +2,9 @@
 
 A run folder holds ``checkpoint.pt``, everything a resumed run needs (written by
 :meth:`~transformer_lib.training.Trainer.save_checkpoint`: ``model``, ``model_config``,
-``train_config``, ``optimizer``, ``scheduler``, ``position``, ``rng`` with one entry per process,
-and, from the command line, ``tokenizer`` and ``meta``); with ``keep_last`` also the weights of
-the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which
+``train_config``, ``optimizer``, ``scheduler``, ``scaler`` (fp16's loss scale), ``position``,
+``rng`` with one entry per process, and, from the command line, ``tokenizer`` and ``meta``); with
+``keep_last`` also the weights of the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which
 :func:`average_checkpoints` averages into ``checkpoint_averaged.pt``. Files hold only tensors and
 plain Python values, so :func:`load_checkpoint` reads them with ``weights_only=True``, which never
 runs code from the file.

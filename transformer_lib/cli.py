@@ -41,7 +41,7 @@ from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.tasks import TaskConfig, TranslationTask
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.training import Trainer
+from transformer_lib.training import Trainer, device_precision
 from transformer_lib.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.utils import environment, pick_device, seed_everything
 
@@ -104,6 +104,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     """
     config = load_config(args.config)
     device = distributed.init(_device(args.device))
+    precision = device_precision(config["training"].precision, device)  # fp16 on a CPU: refused here
     main = distributed.rank() == 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")))
@@ -112,7 +113,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         raise InvalidValue(f"{run_dir} already holds a run: continue it with --resume, or choose another --run-dir")
     data: DataConfig = config["data"]
     seed_everything(config["training"].seed)
-    env = {**environment(device), "processes": distributed.world_size()}
+    env = {**environment(device), "processes": distributed.world_size(), "precision": precision}
     start = time.perf_counter()
     train_pairs = load_pairs("train", data.src, data.tgt)[: data.train_limit]
     val_pairs = load_pairs("val", data.src, data.tgt)
@@ -126,13 +127,13 @@ def cmd_train(args: argparse.Namespace) -> None:
         write_text(run_dir / "environment.json", json.dumps(env, indent=2) + "\n")
         if state is None:
             tokenizer.save(run_dir / "tokenizer.model")
+        training = config["training"]
         _log(
             run_dir,
             f"run {run_dir} on {env['device']} x {env['processes']}, torch {env['torch']}, "
-            f"commit {env['git_commit'][:12]}",
+            f"commit {env['git_commit'][:12]}, precision {precision} (config: {training.precision})",
         )
-        training = config["training"]
-        if device.type != "cuda" and (training.bf16 or training.compile):
+        if device.type != "cuda" and (training.precision == "bf16" or training.compile):
             _log(run_dir, "note: bf16 and compile apply on a CUDA GPU only; this run uses fp32 and eager mode")
     distributed.barrier()  # the other processes read the main one's tokenizer
     if not main and state is None:
@@ -165,7 +166,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     distributed.finish()
     if not main:
         return  # the main process evaluates and writes the scores
-    _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s")
+    skipped = f" ({trainer.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
+    _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s{skipped}")
     try:
         _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
     except KeyboardInterrupt:

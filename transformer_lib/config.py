@@ -110,7 +110,27 @@ SECTIONS = {
 }
 
 
+def _legacy_bf16(values: dict) -> dict:
+    """``training.bf16``, before ``precision`` replaced it: true reads as bf16, false as fp32.
+
+    Configs and the run folders of earlier runs (results/) still say it.
+    """
+    if "bf16" not in values:
+        return values
+    if "precision" in values:
+        raise InvalidValue(
+            "section 'training': give precision only (bf16 is its old name; bf16: true = precision: bf16)"
+        )
+    values = dict(values)
+    bf16 = values.pop("bf16")
+    if not isinstance(bf16, bool):
+        raise InvalidValue(f"section 'training': bf16 must be true or false, got {bf16!r} (better: precision: auto)")
+    return {**values, "precision": "bf16" if bf16 else "fp32"}
+
+
 def _build(cls: type, section: str, values: dict):
+    if cls is TrainConfig:
+        values = _legacy_bf16(values)
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:

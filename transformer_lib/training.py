@@ -62,6 +62,33 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")
+
+
+def resolve_precision(precision: str, device_type: str, bf16_supported: bool = False) -> str:
+    """The precision a run trains in, from the config's choice and what the device can do.
+
+    ``auto`` takes bf16 autocast where the GPU computes in bf16 (NVIDIA Ampere and newer), fp16
+    autocast with loss scaling on a CUDA GPU without it (a T4, a V100), and fp32 on a CPU. bf16 on a
+    CPU trains in fp32, as a GPU recipe tried on a laptop should; fp16 on a CPU, or bf16 asked of a
+    GPU without it, is refused in one line (before anything is written, by the command line).
+    """
+    on_gpu = device_type == "cuda"
+    if precision == "auto":
+        return ("bf16" if bf16_supported else "fp16") if on_gpu else "fp32"
+    if precision == "fp16" and not on_gpu:
+        raise InvalidValue("precision fp16 needs a CUDA GPU (its loss scaling is for one); on a CPU use fp32 or auto")
+    if precision == "bf16" and on_gpu and not bf16_supported:
+        raise InvalidValue("this GPU does not compute in bf16: use precision fp16 (with loss scaling) or auto")
+    return "fp32" if precision == "bf16" and not on_gpu else precision
+
+
+def device_precision(precision: str, device: torch.device) -> str:
+    """:func:`resolve_precision` for ``device`` (native bf16: compute capability 8.0 or newer)."""
+    bf16 = device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+    return resolve_precision(precision, device.type, bf16)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """How to train, whatever the model. Defaults follow the paper where it applies to a small corpus.
@@ -80,7 +107,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     clip_grad: float | None = 1.0
     grad_accum: int = 1  # batches per optimizer step (per process, when there are several)
-    bf16: bool = False  # bf16 autocast; only on CUDA, a no-op on CPU
+    precision: str = "fp32"  # auto | bf16 | fp16 | fp32: see resolve_precision
     compile: bool = False  # torch.compile the model; only on CUDA, a no-op on CPU
     eval_every: int = 0  # steps between validations; 0: at the end of each epoch
     checkpoint_every: int = 0  # steps between checkpoints; 0: at the end of each epoch
@@ -100,6 +127,15 @@ class TrainConfig:
                 raise InvalidValue(f"{name} must be positive, got {getattr(self, name)!r}")
         if not all(0.0 <= b < 1.0 for b in self.betas):
             raise InvalidValue(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        if self.precision not in PRECISIONS:
+            raise InvalidValue(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+
+
+def steps_in_time(done: int, elapsed: float, budget: float) -> int:
+    """How many steps a time budget of ``budget`` seconds allows at the rate of ``done`` steps in ``elapsed``."""
+    if done < 1 or elapsed <= 0:
+        return done
+    return max(done, round(done * budget / elapsed))
 
 
 class Trainer:
@@ -156,7 +192,13 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: noam_lr(step + 1, d_model, c.warmup, c.lr_factor)
         )
-        self.autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=c.bf16 and on_gpu)
+        self.precision = device_precision(c.precision, self.device)
+        half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        self.autocast = torch.autocast("cuda", dtype=half or torch.bfloat16, enabled=half is not None)
+        # fp16's narrow range: the loss is scaled up before backward, and a step whose gradients
+        # overflowed is skipped (and the scale lowered); a no-op for the other precisions
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
+        self.skipped_steps = 0
         compile_ = (lambda m: torch.compile(m, dynamic=True)) if c.compile and on_gpu else (lambda m: m)
         self.eval_model = compile_(model)  # validation: each process alone, no collective calls
         if self.world > 1:  # averages the gradients of all processes in backward()
@@ -195,7 +237,8 @@ class Trainer:
         c = self.config
         total = self.total_steps()
         per_step = c.grad_accum * self.world
-        deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes else math.inf
+        began, first_step = time.monotonic(), self.step
+        deadline = began + 60 * c.max_minutes if c.max_minutes else math.inf
         # In a notebook, the bar goes to stdout: the book's pages show a cell's stdout before its
         # stderr, which would put the bar after what training printed.
         in_notebook = "ipykernel" in sys.modules
@@ -217,6 +260,9 @@ class Trainer:
                 self.batch_in_epoch += len(group)
                 record["items_per_s"] = record["items"] / (time.perf_counter() - start)
                 self._log(record)
+                if c.max_minutes:  # the bar counts to the steps the time budget allows, so its ETA is the budget's
+                    done, elapsed = self.step - first_step, time.monotonic() - began
+                    bar.total = min(total, first_step + steps_in_time(done, elapsed, deadline - began))
                 bar.update(1)
                 bar.set_postfix(
                     loss=f"{record['loss']:.3f}",
@@ -268,16 +314,21 @@ class Trainer:
             with self._no_sync(not last), self._attention_kernels():
                 with self.autocast:
                     loss, count = self.task.loss(self.run_model, batch, train=True)
-                (loss * (0.0 if idle else 1.0)).backward()
+                self.scaler.scale(loss * (0.0 if idle else 1.0)).backward()
             if not idle:
                 sums += torch.stack([loss.detach().float(), torch.as_tensor(count, device=self.device).float()])
         sums = distributed.sum_tensor(sums)
         grads = [p.grad for p in self.params if p.grad is not None]
         torch._foreach_mul_(grads, self.world / sums[1])  # DistributedDataParallel averaged: undo, divide by items
+        self.scaler.unscale_(self.optimizer)  # fp16: the true gradients, before clipping
         max_norm = self.config.clip_grad or math.inf  # the norm before clipping is logged either way
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         lr = self.scheduler.get_last_lr()[0]
-        self.optimizer.step()
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
+        self.scaler.step(self.optimizer)  # fp16: skipped if a gradient overflowed
+        self.scaler.update()
+        if self.scaler.is_enabled() and self.scaler.get_scale() < scale:
+            self.skipped_steps += 1
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
@@ -337,6 +388,7 @@ class Trainer:
             "train_config": dataclasses.asdict(self.config),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),  # fp16's loss scale ({} for the other precisions)
             "position": {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch},
             "rng": distributed.gather(_rng_state()),  # one entry per process: each draws its own dropout
         }
@@ -374,6 +426,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if state.get("scaler"):  # absent from checkpoints before fp16, empty when it was off
+            self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
         _set_rng_state(state["rng"][self.rank])
         self._forget_metrics_after(self.step)

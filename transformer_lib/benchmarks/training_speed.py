@@ -137,7 +137,9 @@ def run_variant(
     model = Transformer(config) if model_name == "ours" else TorchTransformer(config)
     if "by-hand" in variant:
         keep_attention_weights(model)
-    recipe = TrainConfig(bf16="bf16" in variant, compile="compile" in variant, progress=False)
+    recipe = TrainConfig(
+        precision="bf16" if "bf16" in variant else "fp32", compile="compile" in variant, progress=False
+    )
     trainer = Trainer(model, task, config=recipe, device=device)
     cuda = device.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
