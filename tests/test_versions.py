@@ -90,5 +90,6 @@ def test_every_matrix_entry_passed_and_the_readme_names_it(record):
     assert record["outcome"] == "passed", f"{record['entry']}: {record['runs']}"
     assert all(run["failed"] == 0 and run["passed"] > 0 for run in record["runs"])
     running = (ROOT / "README.md").read_text().split("## Running the lessons")[1].split("\n## ")[0]
+    running = " ".join(running.split())  # as it reads, whatever the line breaks
     python, torch = ".".join(record["python"].split(".")[:2]), record["torch"].split("+")[0]
     assert f"Python {python}" in running and f"PyTorch {torch}" in running
