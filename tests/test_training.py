@@ -2,6 +2,7 @@
 
 import math
 import random
+import sys
 
 import pytest
 import torch
@@ -222,3 +223,18 @@ def test_a_time_budget_sets_the_progress_bars_length():
     assert steps_in_time(done=100, elapsed=60.0, budget=1200.0) == 2000
     assert steps_in_time(done=0, elapsed=0.0, budget=1200.0) == 0  # no rate yet
     assert steps_in_time(done=100, elapsed=600.0, budget=60.0) == 100  # never fewer than done
+
+
+def test_in_a_terminal_validation_is_printed_above_the_bar(capsys, monkeypatch):
+    """A long run from the command line shows its validation loss as it goes (a lesson plots its history)."""
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    task = TranslationTask(random_examples(40), random_examples(10, seed=1), max_tokens=64)
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20))
+    history = Trainer(model, task, TrainConfig(max_steps=4, eval_every=2, warmup=5)).train()
+    printed = capsys.readouterr().out.splitlines()
+    vals = [r for r in history if "val_loss" in r]
+    assert printed == [
+        f"step {r['step']:,}: validation loss {r['val_loss']:.3f}, perplexity {r['val_ppl']:.2f}" for r in vals
+    ]
+    assert [r["step"] for r in vals] == [2, 4]

@@ -251,6 +251,16 @@ class Trainer:
             dynamic_ncols=not in_notebook,
             mininterval=1.0,
         )
+
+        def validate() -> None:
+            """Validate; in a terminal, also print the result above the bar (a lesson plots its history)."""
+            record = self.validate()
+            if record and not in_notebook and not bar.disable:
+                bar.write(
+                    f"step {record['step']:,}: validation loss {record['val_loss']:.3f}, "
+                    f"perplexity {record['val_ppl']:.2f}"
+                )
+
         while self.step < total:
             batches = self.task.train_batches(self.epoch)
             while self.batch_in_epoch < len(batches) and self.step < total:
@@ -279,7 +289,7 @@ class Trainer:
                     where = f"; checkpoint saved in {self.run_dir}: continue with --resume" if self.run_dir else ""
                     raise Interrupted(f"stopped at step {self.step}{where}")
                 if c.eval_every and self.step % c.eval_every == 0:
-                    self.validate()
+                    validate()
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                     self.save_checkpoint()
                 if time_up:
@@ -288,12 +298,12 @@ class Trainer:
                 self.epoch += 1
                 self.batch_in_epoch = 0
                 if not c.eval_every:
-                    self.validate()
+                    validate()
                 if not c.checkpoint_every:
                     self.save_checkpoint()
         bar.close()
         if not any("val_loss" in r and r["step"] == self.step for r in self.history):
-            self.validate()  # stopped by max_steps between scheduled validations
+            validate()  # stopped by max_steps between scheduled validations
         self.save_checkpoint()
         return self.history
 
