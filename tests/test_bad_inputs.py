@@ -9,7 +9,7 @@ import torch
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_training import random_examples
+from test_training import Delegating, random_examples
 
 from transformer_lib import (
     Interrupted,
@@ -105,14 +105,12 @@ def test_the_python_api_validates_where_values_are_set():
         TransformerConfig(vocab_size=50, d_model=5, n_heads=1)
 
 
-class InterruptAt:
+class InterruptAt(Delegating):
     """A translation task that sends this process SIGINT (Ctrl-C) during a given step."""
 
     def __init__(self, task, step):
-        self.task, self.step, self.calls = task, step, 0
-
-    def __getattr__(self, name):
-        return getattr(self.task, name)
+        super().__init__(task)
+        self.step, self.calls = step, 0
 
     def loss(self, model, batch, train):
         if train:

@@ -9,20 +9,13 @@ import math
 
 import pytest
 import torch
+from test_training import Delegating, random_examples
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.cli import main
 from transformer_lib.config import CONFIG_DIR, load_config
 from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import PRECISIONS, TrainConfig, Trainer, resolve_precision
-
-
-def random_examples(n, seed=0, vocab=20):
-    g = torch.Generator().manual_seed(seed)
-    return [
-        ([*torch.randint(4, vocab, (6,), generator=g).tolist(), 2], torch.randint(4, vocab, (5,), generator=g).tolist())
-        for _ in range(n)
-    ]
 
 
 @pytest.mark.parametrize(
@@ -96,14 +89,12 @@ def test_fp16_on_a_cpu_is_refused_before_anything_is_written(tmp_path, capsys):
     assert not run_dir.exists()
 
 
-class OverflowAt:
+class OverflowAt(Delegating):
     """A translation task whose loss is infinite at one training call: gradients overflow there."""
 
     def __init__(self, task, call):
-        self.task, self.call, self.calls = task, call, 0
-
-    def __getattr__(self, name):
-        return getattr(self.task, name)
+        super().__init__(task)
+        self.call, self.calls = call, 0
 
     def loss(self, model, batch, train):
         loss, count = self.task.loss(model, batch, train)

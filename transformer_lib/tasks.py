@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +23,6 @@ from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.validation import check_fields, check_range
 
 
-@runtime_checkable
 class Task(Protocol):
     """The contract between a training problem and the :class:`~transformer_lib.training.Trainer`.
 
@@ -60,8 +59,9 @@ TASK_METHODS = tuple(name for name, value in vars(Task).items() if callable(valu
 def missing_methods(task: object) -> list[str]:
     """The methods of the :class:`Task` contract that ``task`` lacks, looked up as a call finds them.
 
-    Not ``isinstance(task, Task)``: from Python 3.12 on it looks past ``__getattr__``, so a task that
-    wraps another and hands it every call would be refused there and accepted on 3.10 and 3.11.
+    The Trainer checks a task with this, not with ``isinstance`` on a runtime-checkable Protocol: from
+    Python 3.12 on that looks past ``__getattr__``, so a task that wraps another and hands it every
+    call would be refused there and accepted on 3.10 and 3.11.
     """
     return [name for name in TASK_METHODS if not callable(getattr(task, name, None))]
 
