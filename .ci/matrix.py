@@ -98,7 +98,10 @@ def pytest(python: Path, paths: list[str]) -> dict:
         start = time.perf_counter()
         command = [str(python), "-m", "pytest", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"]
         command += ["-m", "not matrix_record"]  # the checks of the file this run is writing
-        completed = subprocess.run([*command, f"--junitxml={report}", *paths], cwd=ROOT)
+        # torch.compile's kernels in a cache of the entry's own: the default folder is shared by every
+        # PyTorch of the machine (lesson 12 failed under 2.13 with 'tuple args required' after this ran 2.15)
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(python.parent.parent / "inductor-cache")}
+        completed = subprocess.run([*command, f"--junitxml={report}", *paths], cwd=ROOT, env=env)
         seconds = round(time.perf_counter() - start)
         suites = ET.parse(report).getroot().iter("testsuite") if report.exists() else []
     counts = {"passed": 0, "failed": 0, "skipped": 0}
