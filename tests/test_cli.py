@@ -134,6 +134,28 @@ def smoke_variant(tmp_path, **training):
     return str(path)
 
 
+def test_a_run_with_snapshots_records_its_bleu_per_minute_curve(mirror, tmp_path):
+    config = smoke_variant(tmp_path, training={"snapshot_minutes": [0.001]})  # after the first step or so
+    result = run("train", "--config", config, "--run-dir", str(tmp_path / "run"), "--device", "cpu")
+    assert result.returncode == 0, result.stderr
+    curve = json.loads((tmp_path / "run" / "curve.json").read_text())
+    scores = json.loads((tmp_path / "run" / "scores.json").read_text())
+    first, end = curve["points"]
+    assert first["minutes"] == 0.001 and 1 <= first["step"] < end["step"] == scores["steps"] == 20
+    assert end["splits"] == scores["splits"]  # the last point is the run's own score
+    assert set(first["splits"]) == {"val"} and first["splits"]["val"]["sentences"] == 50
+    assert curve["environment"]["cpu"] and curve["environment"]["torch"]
+    snapshot = tmp_path / "run" / "snapshot-0.001min.pt"
+    translated = run("translate", "--checkpoint", str(snapshot), "--device", "cpu", stdin="Ein Hund.\n")
+    assert translated.returncode == 0, translated.stderr  # a snapshot is a model a reader can use
+
+
+def test_snapshots_and_the_final_score_average_alike(tmp_path):
+    config = smoke_variant(tmp_path, training={"snapshot_minutes": [1]}, evaluation={"average_last": 1})
+    with pytest.raises(ValueError, match=r"set evaluation\.average_last to 2 too"):
+        load_config(config)
+
+
 def test_a_run_folder_is_never_trained_into_twice(smoke_run):
     metrics = (smoke_run / "metrics.csv").read_text()
     result = run("train", "--config", "smoke", "--run-dir", str(smoke_run), "--device", "cpu")

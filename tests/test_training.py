@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
 from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint
+from transformer_lib.checkpoint import snapshots as snapshot_files
 from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr, steps_in_time
 
@@ -238,3 +239,33 @@ def test_in_a_terminal_validation_is_printed_above_the_bar(capsys, monkeypatch):
         f"step {r['step']:,}: validation loss {r['val_loss']:.3f}, perplexity {r['val_ppl']:.2f}" for r in vals
     ]
     assert [r["step"] for r in vals] == [2, 4]
+
+
+def test_a_snapshot_is_what_a_run_stopped_there_would_average(tmp_path, monkeypatch):
+    """snapshot_minutes: at each mark, the mean of the kept weights, equal to a shorter run's own."""
+    import transformer_lib.training as training
+
+    settings = dict(max_steps=5, keep_last=2, checkpoint_every=1, grad_accum=1)
+    timed = make_trainer(tmp_path / "timed", snapshot_minutes=(2, 3), **settings)
+    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * timed.step)  # a step takes a minute
+    timed.train()
+    monkeypatch.undo()
+    snapshots = [load_checkpoint(p) for p in snapshot_files(tmp_path / "timed")]
+    assert [s["snapshot"]["step"] for s in snapshots] == [2, 3]
+    assert [s["snapshot"]["minutes"] for s in snapshots] == [2, 3]
+    assert timed.train_seconds == 300.0
+    for snapshot in snapshots:  # the same seed, stopped at the snapshot's step: its two last kept weights
+        step = snapshot["snapshot"]["step"]
+        short = make_trainer(tmp_path / f"short{step}", **{**settings, "max_steps": step})
+        short.train()
+        expected = average_checkpoints(kept_weights(short.run_dir))
+        assert all(torch.equal(snapshot["model"][k], expected[k]) for k in expected)
+
+
+@pytest.mark.parametrize(
+    "marks, match",
+    [((10, 5), "increasing order"), ((0,), "positive"), ((5, 5), "increasing"), ((5, 20), "end before max_minutes")],
+)
+def test_bad_snapshot_minutes_are_refused(marks, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(snapshot_minutes=marks, max_minutes=20)

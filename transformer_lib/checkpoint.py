@@ -5,7 +5,9 @@ A run folder holds ``checkpoint.pt``, everything a resumed run needs (written by
 ``train_config``, ``optimizer``, ``scheduler``, ``scaler`` (fp16's loss scale), ``position``,
 ``rng`` with one entry per process, and, from the command line, ``tokenizer`` and ``meta``); with
 ``keep_last`` also the weights of the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which
-:func:`average_checkpoints` averages into ``checkpoint_averaged.pt``. Files hold only tensors and
+:func:`average_checkpoints` averages into ``checkpoint_averaged.pt``; with ``snapshot_minutes`` the
+models of earlier moments, ``snapshot-<minutes>min.pt`` (``model``, ``model_config``, ``snapshot``
+and the CLI's entries). Files hold only tensors and
 plain Python values, so :func:`load_checkpoint` reads them with ``weights_only=True``, which never
 runs code from the file.
 """
@@ -37,6 +39,16 @@ def save(obj: object, path: str | os.PathLike) -> Path:
 def weights_path(run_dir: str | os.PathLike, step: int) -> Path:
     """Where a run keeps the weights of one step for averaging (``weights-step0000100.pt``)."""
     return Path(run_dir) / f"weights-step{step:07d}.pt"
+
+
+def snapshot_path(run_dir: str | os.PathLike, minutes: float) -> Path:
+    """Where a run saves its model after ``minutes`` of training (``snapshot-005min.pt``, ``snapshot-2.5min.pt``)."""
+    return Path(run_dir) / f"snapshot-{minutes:03g}min.pt"
+
+
+def snapshots(run_dir: str | os.PathLike) -> list[Path]:
+    """The ``snapshot-*min.pt`` files of a run folder, earliest first."""
+    return sorted(Path(run_dir).glob("snapshot-*min.pt"), key=lambda p: float(p.stem[len("snapshot-") : -3]))
 
 
 def kept_weights(run_dir: str | os.PathLike) -> list[Path]:

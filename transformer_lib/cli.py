@@ -169,7 +169,9 @@ def cmd_train(args: argparse.Namespace) -> None:
     skipped = f" ({trainer.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
     _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s{skipped}")
     try:
-        _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
+        scores = _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
+        if config["training"].snapshot_minutes:
+            _score_curve(run_dir, config, model, tokenizer, trainer, device, env, scores)
     except KeyboardInterrupt:
         raise Interrupted(
             f"during evaluation; training is complete and saved in {run_dir}: score it with "
@@ -184,9 +186,8 @@ def _evaluated_state(model: Transformer, trainer: Trainer) -> dict:
 
 def _score_run(
     run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, start: float, train_seconds: float
-) -> None:
+) -> dict:
     """After training: average the last checkpoints if asked, score every evaluation split, write scores.json."""
-    data: DataConfig = config["data"]
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
     if config["evaluation"].average_last:
         paths = checkpoint.kept_weights(run_dir)[-config["evaluation"].average_last :]
@@ -197,16 +198,7 @@ def _score_run(
         _log(run_dir, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
     if config["evaluation"].export_half:
         checkpoint.save(checkpoint.half_precision(_evaluated_state(model, trainer)), run_dir / checkpoint.HALF)
-    for split in config["evaluation"].splits:
-        result = evaluate_split(
-            model,
-            tokenizer,
-            {"src": data.src, "tgt": data.tgt},
-            split,
-            config["decoding"],
-            device,
-            config["evaluation"].limit,
-        )
+    for split, result in _evaluate(config, model, tokenizer, device):
         write_text(run_dir / f"{split}.hyp.txt", "\n".join(result.pop("hypotheses")) + "\n")
         scores["splits"][split] = result
         _log(
@@ -216,6 +208,50 @@ def _score_run(
         )
     scores["wall_seconds"] = round(time.perf_counter() - start, 1)
     write_text(run_dir / "scores.json", json.dumps(scores, indent=2) + "\n")
+    return scores
+
+
+def _evaluate(config: dict, model, tokenizer, device):
+    """(split, result) for each of the config's evaluation splits, translated with its decoding settings."""
+    data: DataConfig = config["data"]
+    for split in config["evaluation"].splits:
+        languages = {"src": data.src, "tgt": data.tgt}
+        yield (
+            split,
+            evaluate_split(model, tokenizer, languages, split, config["decoding"], device, config["evaluation"].limit),
+        )
+
+
+def _score_curve(run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, env: dict, scores: dict):
+    """Score each snapshot as the final model was scored; write curve.json: BLEU after so many minutes.
+
+    The last point is the run's own end (scores.json). The record carries the environment, so a
+    curve measured on one machine is never mistaken for another's.
+    """
+    points = []
+    for path in checkpoint.snapshots(run_dir):
+        state = checkpoint.load_checkpoint(path, device)
+        model.load_state_dict(state["model"])
+        point = {**state["snapshot"], "splits": {}}
+        for split, result in _evaluate(config, model, tokenizer, device):
+            result.pop("hypotheses")
+            point["splits"][split] = result
+        _log(run_dir, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
+        points.append(point)
+    time_up = config["training"].max_minutes and trainer.train_seconds >= 60 * config["training"].max_minutes
+    end = {
+        "minutes": config["training"].max_minutes if time_up else round(trainer.train_seconds / 60, 2),
+        "seconds": trainer.train_seconds,
+        "step": trainer.step,
+        "averaged": len(scores.get("averaged", [])),
+        "splits": scores["splits"],
+    }
+    curve = {"config": config["name"], "environment": env, "points": [*points, end]}
+    write_text(run_dir / "curve.json", json.dumps(curve, indent=2) + "\n")
+
+
+def _bleu_summary(splits: dict) -> str:
+    return ", ".join(f"{split} sacreBLEU {result['sacrebleu_cased']}" for split, result in splits.items())
 
 
 def _decoding(args: argparse.Namespace, meta: dict) -> DecodeConfig:

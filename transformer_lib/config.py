@@ -195,6 +195,13 @@ def load_config(name_or_path: str) -> dict:
             f"evaluation.average_last={config['evaluation'].average_last} needs training.keep_last >= it, "
             f"got keep_last={config['training'].keep_last}"
         )
+    training, evaluation = config["training"], config["evaluation"]
+    if training.snapshot_minutes and evaluation.average_last not in (0, training.keep_last):
+        raise InvalidValue(
+            f"training.snapshot_minutes: a snapshot averages all training.keep_last={training.keep_last} kept "
+            f"checkpoints; set evaluation.average_last to {training.keep_last} too, so every point of the curve "
+            f"is scored alike (got {evaluation.average_last})"
+        )
     return config
 
 

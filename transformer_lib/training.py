@@ -100,6 +100,7 @@ class TrainConfig:
     epochs: int = 10
     max_steps: int | None = None  # stop earlier than ``epochs`` if set
     max_minutes: float | None = None  # also stop after this much training time (a sweep's budget on a GPU)
+    snapshot_minutes: tuple[float, ...] = ()  # also save the model at these minutes of training: a curve
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup: int = 4000
     betas: tuple[float, float] = (0.9, 0.98)
@@ -127,6 +128,14 @@ class TrainConfig:
                 raise InvalidValue(f"{name} must be positive, got {getattr(self, name)!r}")
         if not all(0.0 <= b < 1.0 for b in self.betas):
             raise InvalidValue(f"betas must be two numbers in [0, 1), got {self.betas!r}")
+        marks = self.snapshot_minutes
+        if any(not isinstance(m, int | float) or m <= 0 for m in marks) or list(marks) != sorted(set(marks)):
+            raise InvalidValue(f"snapshot_minutes must be positive minutes in increasing order, got {list(marks)!r}")
+        if marks and self.max_minutes and marks[-1] >= self.max_minutes:
+            raise InvalidValue(
+                f"snapshot_minutes must end before max_minutes={self.max_minutes} (the run's end is the last point), "
+                f"got {list(marks)!r}"
+            )
         if self.precision not in PRECISIONS:
             raise InvalidValue(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
@@ -199,6 +208,7 @@ class Trainer:
         # overflowed is skipped (and the scale lowered); a no-op for the other precisions
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.skipped_steps = 0
+        self.train_seconds = 0.0  # the last train() call's training time, validations included
         compile_ = (lambda m: torch.compile(m, dynamic=True)) if c.compile and on_gpu else (lambda m: m)
         self.eval_model = compile_(model)  # validation: each process alone, no collective calls
         if self.world > 1:  # averages the gradients of all processes in backward()
@@ -239,6 +249,7 @@ class Trainer:
         per_step = c.grad_accum * self.world
         began, first_step = time.monotonic(), self.step
         deadline = began + 60 * c.max_minutes if c.max_minutes else math.inf
+        marks = list(c.snapshot_minutes)  # the snapshots still to take, in minutes of this call's training
         # In a notebook, the bar goes to stdout: the book's pages show a cell's stdout before its
         # stderr, which would put the bar after what training printed.
         in_notebook = "ipykernel" in sys.modules
@@ -292,6 +303,10 @@ class Trainer:
                     validate()
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                     self.save_checkpoint()
+                if marks and time.monotonic() - began >= 60 * marks[0]:
+                    path = self.save_snapshot(marks.pop(0), time.monotonic() - began)
+                    if path is not None and not in_notebook and not bar.disable:
+                        bar.write(f"step {self.step:,}: saved {path.name}")
                 if time_up:
                     total = self.step  # as if max_steps were here
             if self.batch_in_epoch >= len(batches):  # the epoch is complete
@@ -302,6 +317,7 @@ class Trainer:
                 if not c.checkpoint_every:
                     self.save_checkpoint()
         bar.close()
+        self.train_seconds = time.monotonic() - began
         if not any("val_loss" in r and r["step"] == self.step for r in self.history):
             validate()  # stopped by max_steps between scheduled validations
         self.save_checkpoint()
@@ -425,6 +441,23 @@ class Trainer:
                 for old in checkpoint.kept_weights(self.run_dir)[: -self.config.keep_last]:
                     old.unlink()
         return checkpoint.save(state, path)
+
+    def save_snapshot(self, minutes: float, seconds: float | None = None) -> Path | None:
+        """The model as a run stopped after ``minutes`` of training would leave it: ``snapshot-<minutes>min.pt``.
+
+        A checkpoint is written first (as at a run's end), then the snapshot holds the mean of the
+        last ``keep_last`` kept weights (the current weights without ``keep_last``), with the
+        checkpoint's extra entries (the CLI's tokenizer), so ``load_model`` reads it. The
+        ``train`` command scores every snapshot after training: a BLEU-per-minute curve.
+        """
+        self.save_checkpoint()
+        if self.run_dir is None or not self.is_main:
+            return None
+        kept = checkpoint.kept_weights(self.run_dir)[-self.config.keep_last :] if self.config.keep_last else []
+        weights = checkpoint.average_checkpoints(kept) if kept else self.model.state_dict()
+        state = {"model": weights, "model_config": _config_dict(self.model), **self.extra_state}
+        state["snapshot"] = {"minutes": minutes, "seconds": seconds, "step": self.step, "averaged": len(kept)}
+        return checkpoint.save(state, checkpoint.snapshot_path(self.run_dir, minutes))
 
     def load_state(self, state: dict) -> None:
         """Continue from a checkpoint written by :meth:`save_checkpoint`."""

@@ -65,6 +65,17 @@ def _compile_for_this_cpu() -> None:
 COMMIT_ENV = "TRANSFORMER_LIB_COMMIT"
 
 
+def _cpu_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo), else what the platform module says: CPU timings depend on it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment(device: torch.device) -> dict:
     """What a result depends on: versions, device and the git commit of the code.
 
@@ -85,6 +96,7 @@ def environment(device: torch.device) -> dict:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
+        "cpu": _cpu_name(),
         "cpu_threads": torch.get_num_threads(),
         "git_commit": os.environ.get(COMMIT_ENV) or git("rev-parse", "HEAD"),
         "git_dirty": git("status", "--porcelain", "--untracked-files=no") not in ("", "unknown"),
