@@ -65,12 +65,15 @@ def test_a_sweep_trains_side_by_side_and_packs_its_records_without_checkpoints(m
     summary = json.loads((out / "sweep.json").read_text())
     assert list(summary) == ["a", "b"] and all(run["returncode"] == 0 for run in summary.values())
     assert summary["a"]["scores"]["steps"] == 6 and "val" in summary["a"]["scores"]["splits"]
+    assert json.loads((out / "a" / "environment.json").read_text())["cpu_threads"] == 1  # --threads' default
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
     assert {"sweep/a/scores.json", "sweep/b/val.hyp.txt", "sweep/b/model_fp16.pt", "sweep/logs/a.txt"} <= names
     assert not [n for n in names if n.endswith(".pt") and not n.endswith("model_fp16.pt")]
     rerun = subprocess.run([*command, "--device", "cpu"], capture_output=True, text=True)
     assert rerun.returncode == 2 and "already holds a run" in rerun.stderr
+    no_threads = subprocess.run([*command, "--threads", "0"], capture_output=True, text=True)
+    assert no_threads.returncode == 2 and no_threads.stderr.strip() == "error: --threads must be at least 1, got 0"
 
 
 def test_max_minutes_ends_training_as_max_steps_does(tmp_path):

@@ -313,9 +313,10 @@ def cmd_score(args: argparse.Namespace) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> None:
-    if args.jobs < 1:
-        raise InvalidValue(f"--jobs must be at least 1, got {args.jobs}")
-    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device)
+    for flag in ("jobs", "threads"):
+        if getattr(args, flag) < 1:
+            raise InvalidValue(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads)
     print(sweep.table(summary))
     if args.archive:
         print(f"packed into {sweep.pack(args.out, args.archive)}")
@@ -366,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("file", help="the sweep file (YAML: common sections and runs)")
     p.add_argument("--out", required=True, help="folder for the sweep's run folders")
     p.add_argument("--jobs", type=int, default=8, help="runs trained at the same time (default 8)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads per run (default 1; a CPU sweep: the cores)")
     p.add_argument("--archive", help="also pack the records into this .tar.gz (no checkpoints)")
     p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
     p.add_argument("folder")

@@ -34,7 +34,7 @@ from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path, write_text
 
 # Files a packed sweep leaves out: the checkpoints, which can be large (exported models are kept).
-LEFT_OUT = ("checkpoint.pt", "checkpoint_averaged.pt", "weights-step*.pt")
+LEFT_OUT = ("checkpoint.pt", "checkpoint_averaged.pt", "weights-step*.pt", "snapshot-*min.pt")
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -88,11 +88,17 @@ def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Pat
 
 
 def run_sweep(
-    sweep_file: str | os.PathLike, out: str | os.PathLike, jobs: int, device: str = "auto", poll: float = 2.0
+    sweep_file: str | os.PathLike,
+    out: str | os.PathLike,
+    jobs: int,
+    device: str = "auto",
+    poll: float = 2.0,
+    threads: int = 1,
 ) -> dict:
     """Train every run of ``sweep_file`` as its own process, at most ``jobs`` at a time.
 
-    Each process gets one CPU thread and writes its output to ``<out>/logs/<name>.txt``. A run
+    Each process gets ``threads`` CPU threads (one is enough to feed a GPU; a CPU sweep of one
+    job at a time gives it every core) and writes its output to ``<out>/logs/<name>.txt``. A run
     that fails does not stop the others. Returns (and writes to ``<out>/sweep.json``) each
     run's exit code, wall time and final scores.
     """
@@ -102,7 +108,7 @@ def run_sweep(
         if (out / name / "config.yaml").exists():
             raise InvalidValue(f"{out / name} already holds a run: choose another --out")
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     waiting, running, summary = list(configs), {}, {}
     start = time.perf_counter()
     while waiting or running:
