@@ -251,3 +251,15 @@ def test_a_write_killed_midway_leaves_nothing_after_the_next_start(tmp_path):
     (tmp_path / ".checkpoint.pt.abc123.part").write_bytes(b"half a checkpoint")
     make_trainer(TranslationTask(random_examples(10)), run_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("section", "name"),
+    [("model:\n  preset: tiny\n  max_len: 8", "model.max_len"), ("task:\n  max_tokens: 8", "task.max_tokens")],
+)
+def test_sentences_longer_than_the_model_allows_are_refused_before_anything_is_written(
+    mirror, tmp_path, capsys, section, name
+):
+    code, err, run_dir = train_cli(tmp_path, capsys, f"data:\n  vocab_size: 500\n  train_limit: 300\n{section}\n")
+    assert code == 2 and len(err) == 1 and f"more than {name}=8: raise {name} to at least" in err[0], err
+    assert not run_dir.exists()

@@ -32,7 +32,7 @@ import torch
 import yaml
 
 from transformer_lib import checkpoint, distributed, metrics, sweep
-from transformer_lib.batching import encode_pairs
+from transformer_lib.batching import encode_pairs, example_size, round_up
 from transformer_lib.config import DataConfig, DecodeConfig, load_config, resolved_config
 from transformer_lib.data import LANGUAGES, SPLITS, load_multi30k, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile, TransformerLibError
@@ -122,6 +122,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     elif main:
         tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
     if main:
+        train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
+        _check_lengths(train + val, config)
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(run_dir / "config.yaml", yaml.safe_dump(resolved_config(config), sort_keys=False))
         write_text(run_dir / "environment.json", json.dumps(env, indent=2) + "\n")
@@ -136,10 +138,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         if device.type != "cuda" and (training.precision == "bf16" or training.compile):
             _log(run_dir, "note: bf16 and compile apply on a CUDA GPU only; this run uses fp32 and eager mode")
     distributed.barrier()  # the other processes read the main one's tokenizer
-    if not main and state is None:
-        tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
-    train = encode_pairs(train_pairs, tokenizer)
-    val = encode_pairs(val_pairs, tokenizer)
+    if not main:
+        if state is None:
+            tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
+        train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
     task_config: TaskConfig = config["task"]
     task = TranslationTask(
         train,
@@ -177,6 +179,17 @@ def cmd_train(args: argparse.Namespace) -> None:
             f"during evaluation; training is complete and saved in {run_dir}: score it with "
             f"python -m transformer_lib evaluate --checkpoint {run_dir / checkpoint.CHECKPOINT}"
         ) from None
+
+
+def _check_lengths(examples: list, config: dict) -> None:
+    """Every pair fits the model's positions and a batch, as batches pad it: checked before anything is written."""
+    longest = max(round_up(example_size(e), config["task"].pad_multiple) for e in examples)
+    for limit, name in ((config["model"].max_len, "model.max_len"), (config["task"].max_tokens, "task.max_tokens")):
+        if longest > limit:
+            raise InvalidValue(
+                f"the longest sentence pair needs {longest} token positions with this vocabulary, more than "
+                f"{name}={limit}: raise {name} to at least {longest}"
+            )
 
 
 def _evaluated_state(model: Transformer, trainer: Trainer) -> dict:
