@@ -3,10 +3,10 @@
     python .ci/execute.py notebooks/09_training.ipynb [more notebooks ...]
     python .ci/execute.py --only-tag solution notebooks/09_training.ipynb   # only self-contained cells
 
-With ``--only-tag``, a fresh kernel runs the lesson's first code cell (its set-up) and then only
-the cells with that tag, and only their outputs are stored: for cells that need nothing else from
-the lesson (the exercises' solutions), so that adding one does not cost a whole lesson's run. The
-test suite still runs every lesson top to bottom and compares.
+With ``--only-tag``, a fresh kernel runs the lesson's first two code cells (the install cell and
+the set-up) and then only the cells with that tag, and only their outputs are stored: for cells
+that need nothing else from the lesson (the exercises' solutions), so that adding one does not
+cost a whole lesson's run. The test suite still runs every lesson top to bottom and compares.
 
 Each notebook runs in ``notebooks/`` (as a reader's would) with a fresh kernel; then the stream
 outputs of every cell are merged and progress bars reduced to their final state, exactly as
@@ -33,9 +33,9 @@ def execute(path: Path, only_tag: str | None = None) -> float:
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         tagged = [cell for cell in code if only_tag in cell.metadata.get("tags", [])]
         run = nbformat.v4.new_notebook(metadata=notebook.metadata)
-        # the tagged cells are the lesson's own objects (their outputs land in it); the set-up cell
-        # is a copy, so that it keeps what the whole lesson printed
-        run.cells = [copy.deepcopy(code[0]), *tagged]
+        # the tagged cells are the lesson's own objects (their outputs land in it); the install and
+        # set-up cells are copies, so that they keep what the whole lesson printed
+        run.cells = [copy.deepcopy(cell) for cell in code[:2]] + tagged
     start = time.perf_counter()
     NotebookClient(run, timeout=1800, resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start

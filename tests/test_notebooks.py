@@ -54,3 +54,21 @@ def test_images_render_where_the_notebook_is_opened_alone(notebook):
             for source in MARKDOWN_IMAGE.findall("".join(cell["source"])):
                 assert source.startswith("https://"), f"cell {index} shows an image by a relative path: {source}"
     assert "(https://colab.research.google.com/assets/colab-badge.svg)" in "".join(cells[0]["source"])
+
+
+def code_cells(notebook: Path) -> list[dict]:
+    return [c for c in json.loads(notebook.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"]
+
+
+def test_every_lesson_opens_with_the_same_install_cell_hidden_on_the_site():
+    """One source for the install cell: every lesson's first code cell is the same, and the site removes it.
+
+    On Colab it installs the package (.ci/colab.py runs each lesson alone); on the website it is
+    noise, so it carries Jupyter Book's remove-cell tag. The lesson's own set-up follows it.
+    """
+    first = {notebook.name: code_cells(notebook)[0] for notebook in NOTEBOOKS}
+    sources = {"".join(cell["source"]) for cell in first.values()}
+    assert len(sources) == 1, "the lessons' install cells differ: keep them identical"
+    assert 'find_spec("transformer_lib") is None' in sources.pop()
+    assert all(cell["metadata"].get("tags") == ["remove-cell"] and not cell["outputs"] for cell in first.values())
+    assert all("setup(seed=0" in "".join(code_cells(n)[1]["source"]) for n in NOTEBOOKS)
