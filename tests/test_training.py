@@ -269,3 +269,27 @@ def test_a_snapshot_is_what_a_run_stopped_there_would_average(tmp_path, monkeypa
 def test_bad_snapshot_minutes_are_refused(marks, match):
     with pytest.raises(ValueError, match=match):
         TrainConfig(snapshot_minutes=marks, max_minutes=20)
+
+
+def test_a_time_budget_and_its_snapshots_span_a_resume(tmp_path, monkeypatch):
+    """Stopped after 3 of 5 minutes, a resumed run trains 2 more, as the uninterrupted run does."""
+    import transformer_lib.training as training
+
+    settings = dict(max_minutes=5, snapshot_minutes=(2, 4), keep_last=2, checkpoint_every=1, grad_accum=1)
+    current = []
+    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * current[-1].step)  # a step takes a minute
+    whole = make_trainer(tmp_path / "whole", **settings)
+    current.append(whole)
+    whole.train()
+    cut = make_trainer(tmp_path / "cut", **{**settings, "max_steps": 3})
+    current.append(cut)
+    cut.train()
+    resumed = make_trainer(tmp_path / "cut", **settings)
+    resumed.load_state(load_checkpoint(tmp_path / "cut" / "checkpoint.pt"))
+    assert resumed.train_seconds == 180.0
+    current.append(resumed)
+    resumed.train()
+    assert resumed.step == whole.step == 6 and resumed.train_seconds == whole.train_seconds
+    for run in ("whole", "cut"):
+        assert [load_checkpoint(p)["snapshot"]["step"] for p in snapshot_files(tmp_path / run)] == [2, 4]
+    assert torch.equal(whole.model.state_dict()["generator.weight"], resumed.model.state_dict()["generator.weight"])

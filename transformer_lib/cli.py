@@ -68,7 +68,7 @@ def _log(run_dir: Path, message: str) -> None:
 
 
 # What --resume may change: how long to train and how often to look; never what is trained.
-MAY_CHANGE_ON_RESUME = {"epochs", "max_steps", "eval_every", "checkpoint_every", "progress"}
+MAY_CHANGE_ON_RESUME = {"epochs", "max_steps", "max_minutes", "eval_every", "checkpoint_every", "progress"}
 
 
 def _changes(old: dict, new: dict) -> list[str]:

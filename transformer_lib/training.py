@@ -208,7 +208,7 @@ class Trainer:
         # overflowed is skipped (and the scale lowered); a no-op for the other precisions
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.skipped_steps = 0
-        self.train_seconds = 0.0  # the last train() call's training time, validations included
+        self.train_seconds = 0.0  # the run's training time so far, validations included, across resumes
         compile_ = (lambda m: torch.compile(m, dynamic=True)) if c.compile and on_gpu else (lambda m: m)
         self.eval_model = compile_(model)  # validation: each process alone, no collective calls
         if self.world > 1:  # averages the gradients of all processes in backward()
@@ -233,8 +233,9 @@ class Trainer:
     def train(self) -> list[dict]:
         """Train until ``epochs``, ``max_steps`` or ``max_minutes``; continue from the current state if resumed.
 
-        ``max_minutes`` counts the training time of this call (a resumed run gets a new budget);
-        reaching it ends training as ``max_steps`` does: validation, checkpoint, and the history.
+        ``max_minutes`` counts the run's training time across resumes (checkpoints keep it): a run
+        stopped after 12 of 20 minutes trains 8 more when resumed. Reaching it ends training as
+        ``max_steps`` does: validation, checkpoint, and the history. ``snapshot_minutes`` count the same time.
 
         Ctrl-C (SIGINT) or SIGTERM, as a cluster scheduler sends it, stops the run cleanly at the
         end of the current step: a checkpoint is written there (with a ``run_dir``) and
@@ -248,8 +249,11 @@ class Trainer:
         total = self.total_steps()
         per_step = c.grad_accum * self.world
         began, first_step = time.monotonic(), self.step
-        deadline = began + 60 * c.max_minutes if c.max_minutes else math.inf
-        marks = list(c.snapshot_minutes)  # the snapshots still to take, in minutes of this call's training
+        before = self.train_seconds  # a resumed run's training time so far
+        budget = 60 * c.max_minutes - before if c.max_minutes else math.inf  # seconds this call may train
+        if budget <= 0:
+            total = self.step
+        marks = [m for m in c.snapshot_minutes if 60 * m > before]  # the snapshots still to take
         # In a notebook, the bar goes to stdout: the book's pages show a cell's stdout before its
         # stderr, which would put the bar after what training printed.
         in_notebook = "ipykernel" in sys.modules
@@ -281,9 +285,10 @@ class Trainer:
                 self.batch_in_epoch += len(group)
                 record["items_per_s"] = record["items"] / (time.perf_counter() - start)
                 self._log(record)
+                elapsed = time.monotonic() - began
+                self.train_seconds = before + elapsed
                 if c.max_minutes:  # the bar counts to the steps the time budget allows, so its ETA is the budget's
-                    done, elapsed = self.step - first_step, time.monotonic() - began
-                    bar.total = min(total, first_step + steps_in_time(done, elapsed, deadline - began))
+                    bar.total = min(total, first_step + steps_in_time(self.step - first_step, elapsed, budget))
                 bar.update(1)
                 bar.set_postfix(
                     loss=f"{record['loss']:.3f}",
@@ -292,7 +297,7 @@ class Trainer:
                     refresh=False,  # the bar redraws at most every `mininterval` seconds
                 )
                 stop_now, time_up = distributed.sum_across(  # every process stops at once
-                    [float(stop[0]), float(time.monotonic() > deadline)], self.device
+                    [float(stop[0]), float(elapsed > budget)], self.device
                 )
                 if stop_now:
                     self.save_checkpoint()
@@ -303,8 +308,8 @@ class Trainer:
                     validate()
                 if c.checkpoint_every and self.step % c.checkpoint_every == 0:
                     self.save_checkpoint()
-                if marks and time.monotonic() - began >= 60 * marks[0]:
-                    path = self.save_snapshot(marks.pop(0), time.monotonic() - began)
+                if marks and self.train_seconds >= 60 * marks[0]:
+                    path = self.save_snapshot(marks.pop(0), self.train_seconds)
                     if path is not None and not in_notebook and not bar.disable:
                         bar.write(f"step {self.step:,}: saved {path.name}")
                 if time_up:
@@ -317,7 +322,6 @@ class Trainer:
                 if not c.checkpoint_every:
                     self.save_checkpoint()
         bar.close()
-        self.train_seconds = time.monotonic() - began
         if not any("val_loss" in r and r["step"] == self.step for r in self.history):
             validate()  # stopped by max_steps between scheduled validations
         self.save_checkpoint()
@@ -415,7 +419,12 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),  # fp16's loss scale ({} for the other precisions)
-            "position": {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch},
+            "position": {
+                "step": self.step,
+                "epoch": self.epoch,
+                "batch_in_epoch": self.batch_in_epoch,
+                "seconds": self.train_seconds,  # what max_minutes and snapshot_minutes count
+            },
             "rng": distributed.gather(_rng_state()),  # one entry per process: each draws its own dropout
         }
 
@@ -472,6 +481,7 @@ class Trainer:
         if state.get("scaler"):  # absent from checkpoints before fp16, empty when it was off
             self.scaler.load_state_dict(state["scaler"])
         self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
+        self.train_seconds = state["position"].get("seconds", 0.0)  # absent before time budgets spanned resumes
         _set_rng_state(state["rng"][self.rank])
         self._forget_metrics_after(self.step)
 
