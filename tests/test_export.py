@@ -149,3 +149,30 @@ def test_the_browser_runtime_is_checked_against_npms_checksum(tmp_path, monkeypa
     (tmp_path / web_runtime.TARBALL).write_bytes(b"not the published tarball")
     with pytest.raises(DataError, match=r"checksum mismatch .* SHA-512"):
         web_runtime.fetch()
+
+
+def test_the_self_attention_of_encoder_and_decoder_equal_pytorchs(pytorch, mirror):
+    """What the translator page draws for every layer and head; the decoder's is causal (zero above the diagonal)."""
+    import onnxruntime as ort
+
+    model, tokenizer = pytorch
+    keep_attention_weights(model)
+    folder = cached_export(DE_EN, "fp16")
+    encoder, decoder = (ort.InferenceSession(folder / f"{n}.onnx") for n in ("encoder", "decoder"))
+    src = pad_ids(tokenizer.encode_batch(load_multi30k("test_2016_flickr", "de")[:4], eos=True))
+    tgt = torch.tensor(
+        [ids[:7] for ids in tokenizer.encode_batch(load_multi30k("test_2016_flickr", "en")[:4], bos=True)]
+    )
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        model.decode(tgt, memory, src_mask)
+    expected_encoder = torch.stack([layer.self_attn.weights for layer in model.encoder.layers], dim=1)
+    expected_decoder = torch.stack([layer.self_attn.weights for layer in model.decoder.layers], dim=1)
+    onnx_memory, encoder_weights = encoder.run(["memory", "encoder_attention"], {"src": src.numpy()})
+    (decoder_weights,) = decoder.run(
+        ["self_attention"], {"tgt": tgt.numpy(), "memory": onnx_memory, "src": src.numpy()}
+    )
+    np.testing.assert_allclose(encoder_weights, expected_encoder.numpy(), atol=WEIGHT_TOLERANCE)
+    np.testing.assert_allclose(decoder_weights, expected_decoder.numpy(), atol=WEIGHT_TOLERANCE)
+    assert decoder_weights.shape == (4, model.config.n_layers, model.config.n_heads, 7, 7)
+    assert (np.triu(decoder_weights, k=1) == 0).all() and np.allclose(decoder_weights.sum(-1), 1.0, atol=1e-5)

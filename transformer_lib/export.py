@@ -2,12 +2,15 @@
 
 :func:`export_onnx` writes one folder per model:
 
-* ``encoder.onnx``: source ids (batch, src_len) -> memory (batch, src_len, d_model);
+* ``encoder.onnx``: source ids (batch, src_len) -> memory (batch, src_len, d_model) and the
+  self-attention weights of every layer and head, ``encoder_attention`` (batch, layers, heads,
+  src_len, src_len);
 * ``decoder.onnx``: target prefix (batch, tgt_len), memory and source ids -> the next token's
-  logits (batch, vocab) and the cross-attention weights of every layer and head,
-  (batch, layers, heads, tgt_len, src_len). The decoder reads the whole prefix at every step (no
-  key-value cache): for sentences of a few dozen tokens that is fast enough, and the last step's
-  weights are one row per output token, the heatmap of the book's translator page;
+  logits (batch, vocab), the cross-attention weights of every layer and head,
+  (batch, layers, heads, tgt_len, src_len), and the decoder's causal self-attention weights,
+  ``self_attention`` (batch, layers, heads, tgt_len, tgt_len). The decoder reads the whole prefix
+  at every step (no key-value cache): for sentences of a few dozen tokens that is fast enough, and
+  the last step's weights are one row per output token, the heatmaps of the book's translator page;
 * ``tokenizer.model`` (SentencePiece, for Python) and ``tokenizer.json.gz`` (the same pieces,
   scores and normalization table, for the browser's tokenizer);
 * ``model.json``: languages, sizes, special ids, decoding limits, precision and the checkpoint's SHA-256.
@@ -60,27 +63,33 @@ FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "tokenizer.json.gz",
 
 
 class _Encoder(nn.Module):
+    """Source ids in; the memory and every self-attention weight of the encoder out."""
+
     def __init__(self, model: Transformer) -> None:
         super().__init__()
         self.model = model
+        keep_attention_weights(model.encoder)  # the by-hand path, which keeps its weights
 
-    def forward(self, src: Tensor) -> Tensor:
-        return self.model.encode(src)[0]  # (batch, src_len, d_model)
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        memory = self.model.encode(src)[0]  # (batch, src_len, d_model)
+        weights = [layer.self_attn.weights for layer in self.model.encoder.layers]  # (batch, heads, src, src)
+        return memory, torch.stack(weights, dim=1)  # (batch, layers, heads, src_len, src_len)
 
 
 class _Decoder(nn.Module):
-    """The whole prefix in, the last position's logits and every cross-attention weight out."""
+    """The whole prefix in; the last position's logits and every attention weight of the decoder out."""
 
     def __init__(self, model: Transformer) -> None:
         super().__init__()
         self.model = model
-        for layer in model.decoder.layers:
-            keep_attention_weights(layer.cross_attn)  # the by-hand path, which keeps its weights
+        keep_attention_weights(model.decoder)  # the by-hand path, which keeps its weights
 
-    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, tgt: Tensor, memory: Tensor, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         logits = self.model.decode(tgt, memory, padding_mask(src, PAD_ID), last=True)[:, -1]  # (batch, vocab)
-        weights = [layer.cross_attn.weights for layer in self.model.decoder.layers]  # (batch, heads, tgt, src)
-        return logits, torch.stack(weights, dim=1)  # (batch, layers, heads, tgt_len, src_len)
+        layers = self.model.decoder.layers
+        cross = torch.stack([layer.cross_attn.weights for layer in layers], dim=1)  # (batch, layers, heads, tgt, src)
+        causal = torch.stack([layer.self_attn.weights for layer in layers], dim=1)  # (batch, layers, heads, tgt, tgt)
+        return logits, cross, causal
 
 
 @contextlib.contextmanager
@@ -251,11 +260,13 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
     # Bounds stated (the positions' table ends at max_len): PyTorch before 2.7 otherwise fails on guards it derives.
     batch = torch.export.Dim("batch", max=MAX_BATCH)
     src_len, tgt_len = (torch.export.Dim(name, max=model.config.max_len) for name in ("src_len", "tgt_len"))
-    encoder = _to_onnx(_Encoder(model), (src,), (["src"], ["memory"]), {"src": {0: batch, 1: src_len}})
+    encoder = _to_onnx(
+        _Encoder(model), (src,), (["src"], ["memory", "encoder_attention"]), {"src": {0: batch, 1: src_len}}
+    )
     decoder = _to_onnx(
         _Decoder(model),
         (tgt, memory, src),
-        (["tgt", "memory", "src"], ["logits", "cross_attention"]),
+        (["tgt", "memory", "src"], ["logits", "cross_attention", "self_attention"]),
         {"tgt": {0: batch, 1: tgt_len}, "memory": {0: batch, 1: src_len}, "src": {0: batch, 1: src_len}},
     )
     for name, proto in (("encoder.onnx", encoder), ("decoder.onnx", decoder)):
@@ -304,12 +315,13 @@ class OnnxTranslator:
         self.info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
 
     def encode(self, src: Tensor) -> np.ndarray:
-        return self.encoder.run(None, {"src": src.numpy()})[0]
+        return self.encoder.run(["memory"], {"src": src.numpy()})[0]
 
     def next_logits(self, tokens: Tensor, memory: np.ndarray, src: Tensor) -> tuple[Tensor, np.ndarray]:
         """(batch, len) prefix -> next-token logits (batch, vocab) and cross-attention weights,
         (batch, layers, heads, len, src_len)."""
-        logits, weights = self.decoder.run(None, {"tgt": tokens.numpy(), "memory": memory, "src": src.numpy()})
+        inputs = {"tgt": tokens.numpy(), "memory": memory, "src": src.numpy()}
+        logits, weights = self.decoder.run(["logits", "cross_attention"], inputs)
         return torch.from_numpy(logits), weights
 
     def greedy(self, src: Tensor) -> list[list[int]]:
