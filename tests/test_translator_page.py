@@ -12,12 +12,16 @@ import random
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from browser import Browser, chromium_path, serve
 
+from transformer_lib.attention import keep_attention_weights
 from transformer_lib.data import load_multi30k
+from transformer_lib.decoding import NEVER_GENERATED
 from transformer_lib.export import OnnxTranslator
+from transformer_lib.translation import load_model
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -173,3 +177,123 @@ def test_an_empty_box_asks_for_a_sentence(site):
         })()""",
     )
     assert status == "Type a sentence to translate first."
+
+
+# -- Look inside the translator (book/inside.md) ------------------------------------------------
+INSIDE = "book/inside.html"
+INSIDE_SENTENCE = "Ein Mann mit einer Sonnenbrille fährt auf einem Roller."
+# Drives the page as a reader would (set a box, press a button) and waits until it has redrawn.
+INSIDE_DRIVER = """
+const $ = (id) => document.getElementById(id);
+const settle = () => new Promise((resolve, reject) => {
+  const start = Date.now();
+  const poll = () => {
+    if ($("inside").dataset.busy === "0") resolve();
+    else if (Date.now() - start > 120000) reject(new Error("the page did not finish within 120 s"));
+    else setTimeout(poll, 20);
+  };
+  poll();
+});
+const press = async (id) => { $(id).click(); await settle(); };  // a click's handler marks the page busy at once
+const bars = () => [...document.querySelectorAll("#inside-chart .inside-bar")].map(
+  (b) => [Number(b.dataset.id), Number(b.dataset.p)]);
+const heatmap = () => [...document.querySelectorAll("#inside-heatmap tr.output-row")].map(
+  (row) => [...row.querySelectorAll("td")].map((td) => Number(td.dataset.w)));
+const view = (kind, layer, head) => {
+  for (const [id, value] of [["inside-kind", kind], ["inside-layer", layer], ["inside-head", head]]) {
+    $(id).value = value;
+    $(id).dispatchEvent(new Event("change"));
+  }
+  return heatmap();
+};
+"""
+
+
+def inside(site, body: str, timeout: float = 300):
+    browser, base = site
+    script = f"(async () => {{ {INSIDE_DRIVER} await settle(); {body} }})()"  # settle: the page's module has run
+    report = browser.open(base + INSIDE, timeout=timeout, script=script)
+    assert report.console_errors == []
+    assert report.external_requests(base) == []
+    return report.value
+
+
+@pytest.fixture(scope="module")
+def inside_site(site):
+    if not (SITE / INSIDE).is_file():
+        pytest.skip(f"no built inside page in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    return site
+
+
+def test_the_inside_page_steps_as_the_package_decodes(inside_site):
+    """Greedy steps, the first step's top ten probabilities and the attention rows equal PyTorch's."""
+    got = inside(
+        inside_site,
+        f"""$("inside-input").value = {json.dumps(INSIDE_SENTENCE)};
+        await press("inside-encode");
+        const first = bars();
+        await press("inside-finish");
+        return {{
+          prefix: [...document.querySelectorAll("#inside-output .inside-token")].map((t) => t.textContent),
+          text: $("inside-text").textContent,
+          first,
+          cross: view("cross", "1", "2"),
+          causal: view("self", "mean", "mean"),
+          encoder: view("encoder", "0", "3"),
+        }};""",
+    )
+    model, tokenizer, _ = load_model(
+        Path(__file__).parent.parent / "results/multi30k/models/de_en.model_fp16.pt", "cpu"
+    )
+    model = model.float()
+    keep_attention_weights(model)
+    src = torch.tensor([tokenizer.encode(INSIDE_SENTENCE, eos=True)])
+    ids = exported("de_en").greedy(src)[0]
+    assert got["text"] == tokenizer.decode(ids) and len(got["prefix"]) == len(ids) + 2  # <bos> ... <eos>
+    prefix = torch.tensor([[1, *ids, 2]])
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        logits = model.decode(prefix[:, :1], memory, mask)[0, -1]
+        logits[NEVER_GENERATED] = float("-inf")
+        probs = logits.softmax(-1)
+        model.decode(prefix, memory, mask)
+    top10 = probs.topk(10)
+    assert [i for i, _ in got["first"]] == top10.indices.tolist()
+    assert np.allclose([p for _, p in got["first"]], top10.values.numpy(), atol=1e-3)
+    cross = model.decoder.layers[1].cross_attn.weights[0, 2].numpy()  # (tgt, src): layer 2, head 3
+    assert np.allclose(got["cross"], cross, atol=1e-3)
+    causal = torch.stack([layer.self_attn.weights[0] for layer in model.decoder.layers]).mean((0, 1)).numpy()
+    assert np.allclose(got["causal"], causal, atol=1e-3)
+    assert np.triu(np.array(got["causal"]), k=1).max() == 0  # nothing above the diagonal: the causal mask
+    assert np.allclose(got["encoder"], model.encoder.layers[0].self_attn.weights[0, 3].numpy(), atol=1e-3)
+
+
+def test_the_inside_page_explains_bad_input(inside_site):
+    long = " ".join(["Ein Hund läuft."] * 170)  # about 500 words
+    got = inside(
+        inside_site,
+        f"""const out = {{}};
+        const message = () => $("inside-status").dataset.message || $("inside-chart").textContent;
+        $("inside-input").value = "   "; await press("inside-encode"); out.empty = message();
+        $("inside-input").value = {json.dumps(long)}; await press("inside-encode"); out.long = message();
+        $("inside-input").value = "Ein Hund 你好 🙂."; await press("inside-encode");
+        out.unknown = $("inside-status").textContent;
+        for (const [key, id, value] of [["t0", "inside-temperature", "0"], ["tneg", "inside-temperature", "-1"],
+                                         ["k0", "inside-topk", "0"]]) {{
+          $("inside-temperature").value = "1"; $("inside-topk").value = "";
+          $(id).value = value; $(id).dispatchEvent(new Event("input"));
+          out[key] = $("inside-chart").textContent;
+        }}
+        $("inside-topk").value = "1"; $("inside-topk").dispatchEvent(new Event("input"));
+        out.k1 = bars();
+        const controls = [...document.querySelectorAll("#inside :is(button, select, input, textarea)")];
+        out.keyboard = controls.every((c) => c.tabIndex >= 0) && !document.querySelector("#inside [onclick]");
+        return out;""",
+    )
+    assert got["empty"] == "Type a sentence first."
+    assert got["long"].startswith("This page reads up to 100 tokens")
+    assert "became <unk>" in got["unknown"]
+    assert got["t0"].startswith("Temperature must be a number above 0") and got["tneg"] == got["t0"]
+    assert got["k0"].startswith("Top-k must be a whole number of at least 1")
+    assert len(got["k1"]) == 1 and got["k1"][0][1] == 1.0  # top-k 1: all probability on one token
+    assert got["keyboard"]  # native buttons, selects and inputs: every control works from the keyboard

@@ -45,41 +45,63 @@ export class Translator {
     Object.assign(this, { info, tokenizer, encoder, decoder });
   }
 
-  // Greedy decoding: the most probable token at each step, until <eos> or the length limit
-  // (source tokens + max_extra, the last allowed token forced to <eos>). The decoder reads the
-  // whole prefix each step; the last step's cross-attention has one row per output token.
-  async translate(text) {
-    const start = performance.now();
-    const { "<bos>": BOS, "<eos>": EOS } = this.info.special_ids; // model.json: the package's ids
+  // The source side once per sentence: its ids (<eos> last), the encoder's memory and its
+  // self-attention, (1, layers, heads, len(srcIds), len(srcIds)).
+  async encode(text) {
+    const { "<eos>": EOS } = this.info.special_ids; // model.json: the package's ids
     const srcIds = [...this.tokenizer.encode(text), EOS];
     if (srcIds.length > this.info.config.max_len) {
       throw new Error(`the sentence has ${srcIds.length} tokens, more than the ${this.info.config.max_len} ` +
         "the model can read: shorten it");
     }
     const src = new ort.Tensor("int64", BigInt64Array.from(srcIds, BigInt), [1, srcIds.length]);
-    const { memory } = await this.encoder.run({ src });
+    const { memory, encoder_attention: attention } = await this.encoder.run({ src });
     const limit = Math.min(srcIds.length + this.info.max_extra, this.info.config.max_len - 1);
+    return { srcIds, src, memory, attention, limit };
+  }
+
+  // One decoder call on the whole prefix (<bos> first): the next token's logits, with the tokens
+  // that are never generated (<pad>, <bos>) at -Infinity, and the attention of every prefix position,
+  // cross (1, layers, heads, len(prefix), len(srcIds)) and causal self (1, layers, heads, len, len).
+  async next(source, prefix) {
+    const tgt = new ort.Tensor("int64", BigInt64Array.from(prefix, BigInt), [1, prefix.length]);
+    const result = await this.decoder.run({ tgt, memory: source.memory, src: source.src });
+    const logits = result.logits.data;
+    for (const id of this.info.never_generated) logits[id] = -Infinity;
+    return { logits, cross: result.cross_attention, self: result.self_attention };
+  }
+
+  // Greedy decoding, exactly as the package's decoding.extend does it: the most probable token at
+  // each step, until <eos> or the length limit (source tokens + max_extra, the last allowed token
+  // forced to <eos>). The last step's cross-attention has one row per output token.
+  async translate(text) {
+    const start = performance.now();
+    const { "<bos>": BOS, "<eos>": EOS } = this.info.special_ids;
+    const source = await this.encode(text);
     const out = [BOS];
     let attention = null;
-    for (let step = 0; step < limit; step++) {
-      const tgt = new ort.Tensor("int64", BigInt64Array.from(out, BigInt), [1, out.length]);
-      const result = await this.decoder.run({ tgt, memory, src });
-      const logits = result.logits.data;
-      for (const id of this.info.never_generated) logits[id] = -Infinity; // <pad>, <bos>
-      let next = 0;
-      for (let v = 1; v < logits.length; v++) if (logits[v] > logits[next]) next = v;
-      if (step + 1 >= limit) next = EOS;
+    for (let step = 0; step < source.limit; step++) {
+      const { logits, cross } = await this.next(source, out);
+      let next = argmax(logits);
+      if (step + 1 >= source.limit) next = EOS;
       out.push(next);
-      attention = result.cross_attention;
+      attention = cross;
       if (next === EOS) break;
     }
     const ids = out.slice(1); // the generated tokens, <eos> last
     return {
       text: this.tokenizer.decode(ids.slice(0, -1)),
-      srcIds,
+      srcIds: source.srcIds,
       ids,
       attention, // (1, layers, heads, len(ids), len(srcIds))
       ms: performance.now() - start,
     };
   }
+}
+
+// The index of the largest value (the first of equals, as torch.argmax on a CPU).
+export function argmax(values) {
+  let best = 0;
+  for (let v = 1; v < values.length; v++) if (values[v] > values[best]) best = v;
+  return best;
 }

@@ -1,0 +1,302 @@
+// Look inside the translator (book/inside.md): decode the reader's sentence one token at a time,
+// with the next token's distribution under a temperature and top-k, and every attention weight of
+// the encoder and decoder. The model and its files are the translator page's (translator.js).
+
+import { Translator, argmax } from "./translator.js";
+
+const $ = (id) => document.getElementById(id);
+const MAX_SOURCE = 100; // tokens: each step reads the whole prefix, so a paragraph would crawl
+const SHOWN = 10; // bars of the next-token chart
+
+// softmax(logits / temperature) among the top_k most probable tokens, as the package's
+// decoding.sample_token draws from it: ties with the k-th value are kept, the rest get 0.
+export function distribution(logits, temperature, topK) {
+  const scaled = Float64Array.from(logits, (x) => x / temperature);
+  if (topK < scaled.length) {
+    const kth = [...scaled].sort((a, b) => b - a)[topK - 1];
+    for (let v = 0; v < scaled.length; v++) if (scaled[v] < kth) scaled[v] = -Infinity;
+  }
+  const max = Math.max(...scaled);
+  let sum = 0;
+  const probs = scaled.map((x) => { const e = Math.exp(x - max); sum += e; return e; });
+  return probs.map((p) => p / sum);
+}
+
+// The `count` most probable ids, most probable first (ties: the smaller id first).
+export function top(probs, count) {
+  const ids = [...probs.keys()].filter((id) => probs[id] > 0);
+  ids.sort((a, b) => probs[b] - probs[a] || a - b);
+  return ids.slice(0, count);
+}
+
+// A small seeded generator (mulberry32): the same seed draws the same tokens in every browser.
+export function generator(seed) {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function drawToken(probs, random) {
+  let u = random();
+  for (let id = 0; id < probs.length; id++) {
+    u -= probs[id];
+    if (u < 0) return id;
+  }
+  return argmax(probs); // rounding left a sliver: the most probable token
+}
+
+// The mean weight over the chosen layers and heads of an attention tensor (1, layers, heads, rows, cols).
+export function attentionRows(tensor, layer, head) {
+  const [, layers, heads, rows, cols] = tensor.dims;
+  const chosenLayers = layer === "mean" ? [...Array(layers).keys()] : [Number(layer)];
+  const chosenHeads = head === "mean" ? [...Array(heads).keys()] : [Number(head)];
+  const out = Array.from({ length: rows }, () => new Float64Array(cols));
+  for (const l of chosenLayers) for (const h of chosenHeads) {
+    const base = (l * heads + h) * rows * cols;
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) out[r][c] += tensor.data[base + r * cols + c];
+  }
+  const n = chosenLayers.length * chosenHeads.length;
+  return out.map((row) => row.map((w) => w / n));
+}
+
+const translators = new Map();
+function translator(direction) {
+  if (!translators.has(direction)) translators.set(direction, Translator.load(direction));
+  return translators.get(direction);
+}
+
+// The page's state: the model, the encoded source, the prefix (<bos> first) and, for each prefix
+// length, the decoder's answer (so that going back is instant).
+const state = { model: null, source: null, prefix: [], steps: [], random: null };
+
+function say(text, isError = false) {
+  const status = $("inside-status");
+  status.textContent = text;
+  status.classList.toggle("inside-error", isError);
+  if (isError) status.dataset.message = text;
+  else delete status.dataset.message;
+}
+
+// The controls' values, or a message naming the one that is wrong.
+function settings() {
+  const temperature = Number($("inside-temperature").value);
+  const k = $("inside-topk").value.trim();
+  const topK = k === "" ? Infinity : Number(k); // empty: every token
+  const seed = Number($("inside-seed").value);
+  if (!(temperature > 0) || !Number.isFinite(temperature)) {
+    return { error: "Temperature must be a number above 0 (1 is the model's own distribution; lower is sharper)." };
+  }
+  if (!(Number.isInteger(topK) || topK === Infinity) || topK < 1) {
+    return { error: "Top-k must be a whole number of at least 1, or empty for every token." };
+  }
+  if (!Number.isInteger(seed) || seed < 0) return { error: "The seed must be a whole number of at least 0." };
+  return { temperature, topK, seed };
+}
+
+async function encode() {
+  const text = $("inside-input").value;
+  if (!text.trim()) return say("Type a sentence first.", true);
+  $("inside-encode").disabled = true;
+  try {
+    say("Loading the model (about 10 MB, once)…");
+    const model = await translator($("inside-direction").value);
+    const pieces = model.tokenizer.encode(text);
+    if (pieces.length + 1 > MAX_SOURCE) {
+      return say(`This page reads up to ${MAX_SOURCE} tokens, a sentence or two; yours has ${pieces.length + 1}. ` +
+        "Shorten it (the translator page takes longer text).", true);
+    }
+    const start = performance.now();
+    state.model = model;
+    state.source = await model.encode(text);
+    state.prefix = [model.info.special_ids["<bos>"]];
+    state.steps = [];
+    state.random = null;
+    await decodeStep();
+    const unknown = state.source.srcIds.filter((id) => id === model.info.special_ids["<unk>"]).length;
+    const note = unknown ? ` ${unknown} piece(s) the vocabulary lacks became <unk>.` : "";
+    const ms = performance.now() - start;
+    say(`Encoded ${state.source.srcIds.length} source tokens and took the first step in ${Math.round(ms)} ms.${note}`);
+    $("inside-status").dataset.ms = String(ms);
+  } catch (error) {
+    say(`The model could not run: ${error.message}`, true);
+  } finally {
+    $("inside-encode").disabled = false;
+  }
+}
+
+// Run the decoder on the prefix (unless this length is already known) and redraw.
+async function decodeStep() {
+  const n = state.prefix.length;
+  if (!state.steps[n - 1]) state.steps[n - 1] = await state.model.next(state.source, state.prefix);
+  state.steps.length = n;
+  draw();
+}
+
+function finished() {
+  const { prefix, model, source } = state;
+  return prefix.at(-1) === model.info.special_ids["<eos>"] || prefix.length - 1 >= source.limit;
+}
+
+// Take one token: the reader's choice, the most probable, or a draw from the distribution.
+async function take(how, chosen) {
+  if (!state.source || finished()) return;
+  const options = settings();
+  if (options.error) return say(options.error, true);
+  const step = state.steps[state.prefix.length - 1];
+  const probs = distribution(step.logits, options.temperature, options.topK);
+  let id = chosen;
+  if (how === "greedy") id = argmax(step.logits);
+  if (how === "sample") {
+    state.random ??= generator(options.seed);
+    id = drawToken(probs, state.random);
+  }
+  if (state.prefix.length >= state.source.limit) id = state.model.info.special_ids["<eos>"]; // the length limit
+  state.prefix = [...state.prefix, id];
+  await decodeStep();
+  say(finished() ? "Finished: <eos> or the length limit." : `Step ${state.prefix.length}: choose the next token.`);
+}
+
+async function back() {
+  if (!state.source || state.prefix.length < 2) return;
+  state.prefix = state.prefix.slice(0, -1);
+  await decodeStep();
+  say(`Back to step ${state.prefix.length}.`);
+}
+
+async function finish() {
+  while (state.source && !finished()) await take("greedy");
+}
+
+function element(tag, text, className) {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (className) node.className = className;
+  return node;
+}
+
+function draw() {
+  const { model, prefix } = state;
+  const label = (id) => model.tokenizer.label(id);
+  $("inside-output").replaceChildren(...prefix.map((id, i) =>
+    element("span", label(id), i === prefix.length - 1 ? "inside-token inside-current" : "inside-token")));
+  $("inside-text").textContent = model.tokenizer.decode(prefix.slice(1).filter((id) => id !== model.info.special_ids["<eos>"]));
+  drawChart();
+  drawAttention();
+  $("inside-back").disabled = prefix.length < 2;
+  for (const id of ["inside-greedy", "inside-sample", "inside-finish"]) $(id).disabled = finished();
+  $("inside").dataset.step = String(prefix.length); // for tests: the page is drawn
+}
+
+function drawChart() {
+  const chart = $("inside-chart");
+  const options = settings();
+  if (options.error) {
+    chart.replaceChildren(element("p", options.error, "inside-error"));
+    return;
+  }
+  if (finished()) {
+    chart.replaceChildren(element("p", "The translation is complete: go back a step to choose differently."));
+    return;
+  }
+  const { model } = state;
+  const probs = distribution(state.steps[state.prefix.length - 1].logits, options.temperature, options.topK);
+  const rows = top(probs, SHOWN).map((id) => {
+    const row = element("button", undefined, "inside-bar");
+    row.type = "button";
+    row.dataset.id = String(id);
+    row.dataset.p = String(probs[id]);
+    row.title = `take “${model.tokenizer.label(id)}” as the next token`;
+    const bar = element("span", undefined, "inside-bar-fill");
+    bar.style.width = `${(100 * probs[id]).toFixed(1)}%`;
+    row.append(element("span", model.tokenizer.label(id), "inside-bar-label"), bar,
+      element("span", probs[id].toFixed(3), "inside-bar-value"));
+    row.addEventListener("click", action(() => take("chosen", id)));
+    return row;
+  });
+  chart.replaceChildren(...rows);
+}
+
+function drawAttention() {
+  const { model, prefix, steps, source } = state;
+  const kind = $("inside-kind").value;
+  const last = steps[prefix.length - 1];
+  const tensor = kind === "encoder" ? source.attention : kind === "self" ? last.self : last.cross;
+  const [, layers, heads] = tensor.dims;
+  fill($("inside-layer"), layers, "layer");
+  fill($("inside-head"), heads, "head");
+  const weights = attentionRows(tensor, $("inside-layer").value, $("inside-head").value);
+  const rowIds = kind === "encoder" ? source.srcIds : prefix;
+  const colIds = kind === "cross" ? source.srcIds : rowIds;
+  const label = (id) => model.tokenizer.label(id);
+  const table = $("inside-heatmap");
+  const header = element("tr");
+  header.append(element("th", kind === "encoder" ? "source ↓ / source →" : kind === "self" ? "output ↓ / output →" : "output ↓ / source →", "corner"));
+  for (const id of colIds) header.append(element("th", label(id), "source"));
+  const body = rowIds.map((id, r) => {
+    const row = element("tr", undefined, "output-row");
+    row.append(element("th", label(id), "output"));
+    weights[r].forEach((value, c) => {
+      const td = element("td");
+      td.style.backgroundColor = `rgba(31, 90, 180, ${value.toFixed(3)})`;
+      td.title = `${label(id)} → ${label(colIds[c])}: ${value.toFixed(2)}`;
+      td.dataset.w = String(value);
+      row.append(td);
+    });
+    return row;
+  });
+  table.replaceChildren(header, ...body);
+}
+
+function fill(select, count, noun) {
+  if (select.options.length === count + 1) return;
+  const current = select.value;
+  select.replaceChildren(new Option(`mean of all ${noun}s`, "mean"));
+  for (let i = 0; i < count; i++) select.append(new Option(`${noun} ${i + 1}`, String(i)));
+  select.value = [...select.options].some((o) => o.value === current) ? current : "mean";
+}
+
+const EXAMPLES = {
+  de_en: "Ein Mann mit einer Sonnenbrille fährt auf einem Roller.",
+  en_de: "A man in sunglasses is riding a scooter.",
+};
+
+// Each action runs alone; `data-busy` says when it is done (the tests wait on it).
+function action(fn) {
+  return async (...args) => {
+    const page = $("inside");
+    if (page.dataset.busy === "1") return;
+    page.dataset.busy = "1";
+    try {
+      await fn(...args);
+    } finally {
+      page.dataset.busy = "0";
+    }
+  };
+}
+
+$("inside-direction").addEventListener("change", () => {
+  $("inside-input").value = EXAMPLES[$("inside-direction").value];
+});
+$("inside-encode").addEventListener("click", action(encode));
+$("inside-input").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); action(encode)(); }
+});
+$("inside-greedy").addEventListener("click", action(() => take("greedy")));
+$("inside-sample").addEventListener("click", action(() => take("sample")));
+$("inside-back").addEventListener("click", action(back));
+$("inside-finish").addEventListener("click", action(finish));
+for (const id of ["inside-temperature", "inside-topk"]) {
+  $(id).addEventListener("input", () => { if (state.source) drawChart(); });
+}
+$("inside-seed").addEventListener("input", () => { state.random = null; });
+for (const id of ["inside-kind", "inside-layer", "inside-head"]) {
+  $(id).addEventListener("change", () => { if (state.source) drawAttention(); });
+}
+$("inside-input").value = EXAMPLES[$("inside-direction").value];
+$("inside-encode").disabled = false;
+$("inside").dataset.busy = "0";
