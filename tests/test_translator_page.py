@@ -19,7 +19,7 @@ from browser import Browser, chromium_path, serve
 
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import NEVER_GENERATED
+from transformer_lib.decoding import NEVER_GENERATED, beam_search
 from transformer_lib.export import OnnxTranslator
 from transformer_lib.translation import load_model
 
@@ -181,6 +181,7 @@ def test_an_empty_box_asks_for_a_sentence(site):
 
 # -- Look inside the translator (book/inside.md) ------------------------------------------------
 INSIDE = "book/inside.html"
+DE_EN_CHECKPOINT = Path(__file__).parent.parent / "results/multi30k/models/de_en.model_fp16.pt"  # what the site exports
 INSIDE_SENTENCE = "Ein Mann mit einer Sonnenbrille fährt auf einem Roller."
 # Drives the page as a reader would (set a box, press a button) and waits until it has redrawn.
 INSIDE_DRIVER = """
@@ -297,3 +298,28 @@ def test_the_inside_page_explains_bad_input(inside_site):
     assert got["k0"].startswith("Top-k must be a whole number of at least 1")
     assert len(got["k1"]) == 1 and got["k1"][0][1] == 1.0  # top-k 1: all probability on one token
     assert got["keyboard"]  # native buttons, selects and inputs: every control works from the keyboard
+
+
+def test_the_inside_pages_beam_search_is_the_packages(inside_site):
+    """The page's beam search picks what decoding.beam_search picks, for two beam sizes and penalties."""
+    jobs = [(text, k, alpha) for text in SENTENCES["de_en"][:3] for k, alpha in ((5, 0.6), (2, 1.0))]
+    got = inside(
+        inside_site,
+        f"""const out = [];
+        for (const [text, k, alpha] of {json.dumps(jobs)}) {{
+          $("inside-input").value = text; await press("inside-encode");
+          $("inside-beam").value = String(k); $("inside-alpha").value = String(alpha);
+          await press("inside-beam-run");
+          const rows = [...document.querySelectorAll("#inside-beam-result tr[data-text]")];
+          out.push({{ winner: document.querySelector("#inside-beam-result tr.inside-winner").dataset.text,
+                      hypotheses: rows.length, steps: document.querySelectorAll("details tr").length }});
+        }}
+        return out;""",
+    )
+    model, tokenizer, _ = load_model(DE_EN_CHECKPOINT, "cpu")
+    model = model.float()
+    for (text, k, alpha), result in zip(jobs, got, strict=True):
+        src = torch.tensor([tokenizer.encode(text, eos=True)])
+        expected = beam_search(model, src, beam_size=k, alpha=alpha)[0]
+        assert result["winner"] == tokenizer.decode(expected), (text, k, alpha)
+        assert result["hypotheses"] == k and result["steps"] >= len(expected) + 1

@@ -64,6 +64,65 @@ export function attentionRows(tensor, layer, head) {
   return out.map((row) => row.map((w) => w / n));
 }
 
+function logSoftmax(logits, start, vocab) {
+  let max = -Infinity;
+  for (let v = 0; v < vocab; v++) max = Math.max(max, logits[start + v]);
+  let sum = 0;
+  for (let v = 0; v < vocab; v++) sum += Math.exp(logits[start + v] - max);
+  const logSum = max + Math.log(sum);
+  return Float64Array.from({ length: vocab }, (_, v) => logits[start + v] - logSum);
+}
+
+// Wu et al. (2016), as the package's decoding.length_penalty: scores are divided by it.
+export function lengthPenalty(length, alpha) {
+  return ((5 + length) / 6) ** alpha;
+}
+
+// Beam search as the package's decoding.beam_search does it for one sentence: the k most probable
+// prefixes survive each step; a hypothesis that produced <eos> stays, extended by <pad> at no cost;
+// at the length limit the last token must be <eos>; the winner has the best log-probability divided
+// by the length penalty. Returns every step's beam (for the page's table) and the final hypotheses.
+export async function beamSearch(model, source, k, alpha) {
+  const { "<bos>": BOS, "<eos>": EOS, "<pad>": PAD } = model.info.special_ids;
+  let tokens = Array.from({ length: k }, () => [BOS]);
+  let scores = Array.from({ length: k }, (_, i) => (i === 0 ? 0 : -Infinity)); // one live hypothesis at first
+  let finished = Array(k).fill(false), lengths = Array(k).fill(0);
+  const steps = [];
+  for (let step = 0; step < source.limit; step++) {
+    const { logits, vocab } = await model.nextOfMany(source, tokens);
+    const candidates = [];
+    for (let r = 0; r < k; r++) {
+      let logProbs;
+      if (finished[r]) {
+        logProbs = new Float64Array(vocab).fill(-Infinity);
+        logProbs[PAD] = 0;
+      } else {
+        logProbs = logSoftmax(logits, r * vocab, vocab);
+        if (lengths[r] + 1 >= source.limit) logProbs = logProbs.map((x, v) => (v === EOS ? x : -Infinity));
+      }
+      for (let v = 0; v < vocab; v++) {
+        const total = scores[r] + logProbs[v];
+        if (total > -Infinity) candidates.push([total, r * vocab + v]);
+      }
+    }
+    candidates.sort((a, b) => b[0] - a[0] || a[1] - b[1]);
+    const kept = candidates.slice(0, k);
+    const rows = kept.map(([, flat]) => Math.floor(flat / vocab)), ids = kept.map(([, flat]) => flat % vocab);
+    tokens = rows.map((r, i) => [...tokens[r], ids[i]]);
+    lengths = rows.map((r) => lengths[r] + (finished[r] ? 0 : 1));
+    finished = rows.map((r, i) => finished[r] || ids[i] === EOS);
+    scores = kept.map(([total]) => total);
+    steps.push(tokens.map((t, i) => ({ tokens: t, score: scores[i], finished: finished[i], from: rows[i] })));
+    if (finished.every(Boolean)) break;
+  }
+  const final = tokens.map((t, i) => {
+    const penalty = lengthPenalty(lengths[i], alpha);
+    return { tokens: t, score: scores[i], length: lengths[i], penalty, normalized: scores[i] / penalty };
+  });
+  const best = final.reduce((b, h, i) => (h.normalized > final[b].normalized ? i : b), 0);
+  return { steps, final, best };
+}
+
 const translators = new Map();
 function translator(direction) {
   if (!translators.has(direction)) translators.set(direction, Translator.load(direction));
@@ -265,6 +324,67 @@ const EXAMPLES = {
   en_de: "A man in sunglasses is riding a scooter.",
 };
 
+// The generated ids of a hypothesis: after <bos>, up to <eos> (not included).
+function generated(tokens, eos) {
+  const end = tokens.indexOf(eos);
+  return tokens.slice(1, end < 0 ? undefined : end);
+}
+
+async function runBeam() {
+  if (!state.source) return say("Press Start first: the beam searches from your sentence.", true);
+  const k = Number($("inside-beam").value), alpha = Number($("inside-alpha").value);
+  if (!Number.isInteger(k) || k < 1 || k > 5) return say("The beam size must be a whole number from 1 to 5.", true);
+  if (!Number.isFinite(alpha) || alpha < 0) return say("The length penalty α must be a number of at least 0.", true);
+  const start = performance.now();
+  const result = await beamSearch(state.model, state.source, k, alpha);
+  const ms = performance.now() - start;
+  drawBeam(result);
+  say(`Beam search with ${k} beam(s) and α = ${alpha} took ${result.steps.length} steps, ${Math.round(ms)} ms.`);
+}
+
+function drawBeam({ steps, final, best }) {
+  const { model } = state;
+  const EOS = model.info.special_ids["<eos>"];
+  const text = (tokens) => model.tokenizer.decode(generated(tokens, EOS)) || "(empty)";
+  const table = element("table", undefined, "inside-beam-table");
+  const head = element("tr");
+  for (const title of ["", "hypothesis", "log p", "length", "penalty", "score: log p / penalty"]) {
+    head.append(element("th", title));
+  }
+  table.append(head);
+  final.forEach((h, i) => {
+    const row = element("tr", undefined, i === best ? "inside-winner" : "");
+    row.dataset.text = text(h.tokens);
+    row.append(element("td", i === best ? "winner" : ""), element("td", text(h.tokens), "inside-hypothesis"),
+      element("td", h.score.toFixed(3)), element("td", String(h.length)), element("td", h.penalty.toFixed(3)),
+      element("td", h.normalized.toFixed(3)));
+    table.append(row);
+  });
+  const perStep = element("table", undefined, "inside-beam-table");
+  steps.forEach((beam, s) => {
+    const row = element("tr");
+    row.append(element("th", `step ${s + 1}`));
+    for (const h of beam) {
+      const label = model.tokenizer.label(h.tokens.at(-1));
+      const td = element("td", `${h.finished ? "✓ " : ""}${label} (${h.score.toFixed(2)}, from ${h.from + 1})`);
+      td.title = text(h.tokens);
+      if (h.finished) td.className = "inside-finished";
+      row.append(td);
+    }
+    perStep.append(row);
+  });
+  const details = element("details");
+  details.append(element("summary", "Every step's beam: the token each hypothesis added, its log-probability, " +
+    "and which hypothesis of the step before it extends (✓: finished)"), wrapped(perStep));
+  $("inside-beam-result").replaceChildren(wrapped(table), details);
+}
+
+function wrapped(table) {  // a wide table scrolls in its own box, never the page
+  const scroll = element("div", undefined, "translator-scroll");
+  scroll.append(table);
+  return scroll;
+}
+
 // Each action runs alone; `data-busy` says when it is done (the tests wait on it).
 function action(fn) {
   return async (...args) => {
@@ -290,6 +410,7 @@ $("inside-greedy").addEventListener("click", action(() => take("greedy")));
 $("inside-sample").addEventListener("click", action(() => take("sample")));
 $("inside-back").addEventListener("click", action(back));
 $("inside-finish").addEventListener("click", action(finish));
+$("inside-beam-run").addEventListener("click", action(runBeam));
 for (const id of ["inside-temperature", "inside-topk"]) {
   $(id).addEventListener("input", () => { if (state.source) drawChart(); });
 }

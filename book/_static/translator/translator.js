@@ -71,6 +71,24 @@ export class Translator {
     return { logits, cross: result.cross_attention, self: result.self_attention };
   }
 
+  // One decoder call on `rows` prefixes of the same length, each reading the same source: the
+  // next token's logits of each, (rows, vocab) as one flat array, never-generated tokens at -Infinity.
+  async nextOfMany(source, prefixes) {
+    const [rows, length] = [prefixes.length, prefixes[0].length];
+    const repeat = (tensor, type) => {
+      const one = tensor.data, out = new one.constructor(one.length * rows);
+      for (let r = 0; r < rows; r++) out.set(one, r * one.length);
+      return new ort.Tensor(type, out, [rows, ...tensor.dims.slice(1)]);
+    };
+    const tgt = new ort.Tensor("int64", BigInt64Array.from(prefixes.flat(), BigInt), [rows, length]);
+    const result = await this.decoder.run({
+      tgt, memory: repeat(source.memory, "float32"), src: repeat(source.src, "int64"),
+    });
+    const logits = result.logits.data, vocab = logits.length / rows;
+    for (let r = 0; r < rows; r++) for (const id of this.info.never_generated) logits[r * vocab + id] = -Infinity;
+    return { logits, vocab };
+  }
+
   // Greedy decoding, exactly as the package's decoding.extend does it: the most probable token at
   // each step, until <eos> or the length limit (source tokens + max_extra, the last allowed token
   // forced to <eos>). The last step's cross-attention has one row per output token.
