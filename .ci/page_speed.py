@@ -1,0 +1,111 @@
+"""How fast the "Look inside the translator" page answers, in headless Chromium on this machine.
+
+    python .ci/page_speed.py [--out results/translator/inside_speed.txt]
+
+Needs the built site (``jupyter-book build .``) and Chromium, as the browser tests do. For each
+direction, in a fresh tab: the first step of a 10-word sentence from a cold page (the model's
+files loaded, the source encoded, the first decoder step drawn), then every further greedy step
+to the end, a change of temperature (the chart redrawn) and of the attention view (the heatmap
+redrawn), and a beam search of 5. Prints a table with the machine and commit; with ``--out``
+also writes it there (a record, not a test: no time is asserted anywhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from browser import Browser, chromium_path, serve  # noqa: E402
+
+from transformer_lib.utils import environment  # noqa: E402
+
+SENTENCES = {
+    "de_en": "Ein Mann mit einem blauen Hut verkauft Obst auf dem Markt.",
+    "en_de": "A man in a blue hat is selling fruit at the market.",
+}
+MEASURE = """(async () => {
+  const $ = (id) => document.getElementById(id);
+  const settle = () => new Promise((resolve) => {
+    const poll = () => ($("inside").dataset.busy === "0" ? resolve() : setTimeout(poll, 5));
+    poll();
+  });
+  const timed = async (act) => {
+    const t = performance.now();
+    await act();
+    await settle();
+    return performance.now() - t;
+  };
+  await settle();
+  const direction = $("inside-direction");
+  direction.value = DIRECTION;
+  direction.dispatchEvent(new Event("change"));
+  $("inside-input").value = SENTENCE;
+  const first = await timed(() => $("inside-encode").click());
+  const steps = [];
+  while (!$("inside-greedy").disabled) steps.push(await timed(() => $("inside-greedy").click()));
+  const back = await timed(() => $("inside-back").click());
+  const redraw = (id, value, kind) => {
+    const t = performance.now();
+    $(id).value = value;
+    $(id).dispatchEvent(new Event(kind));
+    return performance.now() - t;
+  };
+  const temperature = [0.5, 2, 1].map((v) => redraw("inside-temperature", String(v), "input"));
+  const attention = ["self", "encoder", "cross"].map((v) => redraw("inside-kind", v, "change"));
+  const beam = await timed(() => $("inside-beam-run").click());
+  return { first, steps, back, temperature, attention, beam, tokens: steps.length };
+})()"""
+
+
+def chromium_version(executable: str) -> str:
+    out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60)
+    return out.stdout.strip() or "Chromium (version unknown)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="also write the table to this file")
+    args = parser.parse_args()
+    site = ROOT / "_build" / "html"
+    executable = chromium_path()
+    if executable is None or not (site / "book" / "inside.html").is_file():
+        print("error: needs Chromium and the built site (jupyter-book build .)", file=sys.stderr)
+        return 2
+    env = environment(__import__("torch").device("cpu"))
+    rows = []
+    with Browser(executable) as browser, serve(site) as base:
+        for direction, sentence in SENTENCES.items():
+            script = MEASURE.replace("DIRECTION", json.dumps(direction)).replace("SENTENCE", json.dumps(sentence))
+            got = browser.open(base + "book/inside.html", timeout=300, script=script).value
+            rows.append(
+                f"{direction}: first step from a cold page {got['first']:.0f} ms; "
+                f"{got['tokens']} greedy steps, median {statistics.median(got['steps']):.0f} ms, "
+                f"max {max(got['steps']):.0f} ms; back {got['back']:.0f} ms; "
+                f"chart redraw max {max(got['temperature']):.0f} ms; "
+                f"heatmap redraw max {max(got['attention']):.0f} ms; "
+                f"beam 5 {got['beam']:.0f} ms"
+            )
+    header = [
+        f"{chromium_version(executable)}, headless; {env['cpu']}, {platform.machine()}, one WebAssembly thread",
+        f"commit {env['git_commit'][:7]}{' (uncommitted changes)' if env['git_dirty'] else ''}, "
+        f"{datetime.now(timezone.utc).date()}",
+        "one 10-word sentence per direction, each in a fresh tab:",
+    ]
+    table = "\n".join(header + rows) + "\n"
+    print(table, end="")
+    if args.out:
+        Path(args.out).write_text(table, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
