@@ -115,7 +115,16 @@ def test_missing_checkpoint_and_bad_config_are_clear_errors(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "name", ["smoke", "multi30k_de_en_small", "multi30k_en_de_small", "multi30k_de_en_base", "multi30k_en_de_base"]
+    "name",
+    [
+        "smoke",
+        "multi30k_de_en_small",
+        "multi30k_en_de_small",
+        "multi30k_de_en_base",
+        "multi30k_en_de_base",
+        "multi30k_de_en_cpu",
+        "multi30k_en_de_cpu",
+    ],
 )
 def test_packaged_configs_are_valid(name):
     config = load_config(name)
