@@ -12,11 +12,12 @@ untimed steps, then ``--steps`` timed ones. Reported per variant: target tokens 
 step time, peak GPU memory, and MFU: model FLOPs per second (:func:`training_flops`, counted on the
 padded batches, as the hardware computes them) over the GPU's dense bf16 peak.
 
-Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``+compile`` (``torch.compile``),
+Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``fp16`` (autocast with the
+loss scaling of ``training.precision: fp16``, what a GPU without bf16 runs), ``+compile`` (``torch.compile``),
 ``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
 ``scaled_dot_product_attention``; not applicable to ``nn.Transformer``), ``+buckets`` (lengths
 padded up to a multiple of 8: a few batch shapes instead of hundreds; tokens/s counts real target
-tokens only, so the extra padding costs the variant what it costs in training). On a CPU the bf16 and
+tokens only, so the extra padding costs the variant what it costs in training). On a CPU the bf16, fp16 and
 compile variants are skipped; use the CPU only to check that the script runs. ``--json`` also
 writes the table, one row per measurement with the device, torch version and commit, for lesson
 12 to show.
@@ -47,7 +48,18 @@ from transformer_lib.utils import environment
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets, by device-name fragment.
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L4": 121.0, "A10G": 70.0, "T4": 65.0}
-VARIANTS = ("fp32", "fp32+by-hand", "bf16", "bf16+by-hand", "bf16+buckets", "bf16+compile", "bf16+compile+buckets")
+VARIANTS = (
+    "fp32",
+    "fp32+by-hand",
+    "bf16",
+    "bf16+by-hand",
+    "bf16+buckets",
+    "bf16+compile",
+    "bf16+compile+buckets",
+    "fp16",
+    "fp16+compile",
+)
+HALF = ("bf16", "fp16")  # the variants' autocast precisions: on a CUDA GPU only
 BUCKET = 8  # "+buckets": lengths padded up to a multiple of 8, so that batches come in few shapes
 MODELS = ("ours", "nn.Transformer")
 
@@ -137,9 +149,8 @@ def run_variant(
     model = Transformer(config) if model_name == "ours" else TorchTransformer(config)
     if "by-hand" in variant:
         keep_attention_weights(model)
-    recipe = TrainConfig(
-        precision="bf16" if "bf16" in variant else "fp32", compile="compile" in variant, progress=False
-    )
+    precision = next((half for half in HALF if half in variant), "fp32")
+    recipe = TrainConfig(precision=precision, compile="compile" in variant, progress=False)
     trainer = Trainer(model, task, config=recipe, device=device)
     cuda = device.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
@@ -202,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
             config = TransformerConfig.preset(preset, vocab_size=vocab_size)
             for model_name in args.models:
                 for variant in args.variants:
-                    if device.type != "cuda" and ("bf16" in variant or "compile" in variant):
+                    if device.type != "cuda" and (any(h in variant for h in HALF) or "compile" in variant):
                         continue
                     if model_name != "ours" and "by-hand" in variant:
                         continue
