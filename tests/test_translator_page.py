@@ -233,11 +233,17 @@ def test_the_inside_page_steps_as_the_package_decodes(inside_site):
         f"""$("inside-input").value = {json.dumps(INSIDE_SENTENCE)};
         await press("inside-encode");
         const first = bars();
+        $("inside-temperature").value = "0.5"; $("inside-topk").value = "5";
+        $("inside-topk").dispatchEvent(new Event("input"));
+        const sharp = bars();
+        $("inside-temperature").value = "1"; $("inside-topk").value = "";
+        $("inside-topk").dispatchEvent(new Event("input"));
         await press("inside-finish");
         return {{
           prefix: [...document.querySelectorAll("#inside-output .inside-token")].map((t) => t.textContent),
           text: $("inside-text").textContent,
           first,
+          sharp,
           cross: view("cross", "1", "2"),
           causal: view("self", "mean", "mean"),
           encoder: view("encoder", "0", "3"),
@@ -261,6 +267,9 @@ def test_the_inside_page_steps_as_the_package_decodes(inside_site):
     top10 = probs.topk(10)
     assert [i for i, _ in got["first"]] == top10.indices.tolist()
     assert np.allclose([p for _, p in got["first"]], top10.values.numpy(), atol=1e-3)
+    sharp = (logits / 0.5).topk(5)  # temperature 0.5 among the top 5, as decoding.sample_token draws
+    assert [i for i, _ in got["sharp"]] == sharp.indices.tolist()
+    assert np.allclose([p for _, p in got["sharp"]], sharp.values.softmax(-1).numpy(), atol=1e-3)
     cross = model.decoder.layers[1].cross_attn.weights[0, 2].numpy()  # (tgt, src): layer 2, head 3
     assert np.allclose(got["cross"], cross, atol=1e-3)
     causal = torch.stack([layer.self_attn.weights[0] for layer in model.decoder.layers]).mean((0, 1)).numpy()
