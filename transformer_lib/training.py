@@ -246,86 +246,81 @@ class Trainer:
 
     def _train(self, stop: list[bool]) -> list[dict]:
         c = self.config
-        total = self.total_steps()
-        per_step = c.grad_accum * self.world
-        began, first_step = time.monotonic(), self.step
-        before = self.train_seconds  # a resumed run's training time so far
+        total, first_step = self.total_steps(), self.step
+        began, before = time.monotonic(), self.train_seconds  # before: a resumed run's training time
         budget = 60 * c.max_minutes - before if c.max_minutes else math.inf  # seconds this call may train
         if budget <= 0:
             total = self.step
         marks = [m for m in c.snapshot_minutes if 60 * m > before]  # the snapshots still to take
-        # In a notebook, the bar goes to stdout: the book's pages show a cell's stdout before its
-        # stderr, which would put the bar after what training printed.
-        in_notebook = "ipykernel" in sys.modules
-        bar = tqdm(
-            total=total,
-            initial=self.step,
-            desc="train",
-            disable=not (c.progress and self.is_main),
-            file=sys.stdout if in_notebook else None,
-            dynamic_ncols=not in_notebook,
-            mininterval=1.0,
-        )
-
-        def validate() -> None:
-            """Validate; in a terminal, also print the result above the bar (a lesson plots its history)."""
-            record = self.validate()
-            if record and not in_notebook and not bar.disable:
-                bar.write(
-                    f"step {record['step']:,}: validation loss {record['val_loss']:.3f}, "
-                    f"perplexity {record['val_ppl']:.2f}"
-                )
-
+        progress = _Progress(total, self.step, enabled=c.progress and self.is_main)
         while self.step < total:
             batches = self.task.train_batches(self.epoch)
             while self.batch_in_epoch < len(batches) and self.step < total:
-                group = batches[self.batch_in_epoch : self.batch_in_epoch + per_step]
-                start = time.perf_counter()
-                record = self.train_step(group[self.rank :: self.world] or group[:1], idle=not group[self.rank :])
-                self.batch_in_epoch += len(group)
-                record["items_per_s"] = record["items"] / (time.perf_counter() - start)
-                self._log(record)
+                record = self._next_step(batches)
                 elapsed = time.monotonic() - began
                 self.train_seconds = before + elapsed
                 if c.max_minutes:  # the bar counts to the steps the time budget allows, so its ETA is the budget's
-                    bar.total = min(total, first_step + steps_in_time(self.step - first_step, elapsed, budget))
-                bar.update(1)
-                bar.set_postfix(
-                    loss=f"{record['loss']:.3f}",
-                    lr=f"{record['lr']:.2e}",
-                    items_s=f"{record['items_per_s']:.0f}",
-                    refresh=False,  # the bar redraws at most every `mininterval` seconds
-                )
+                    progress.total = min(total, first_step + steps_in_time(self.step - first_step, elapsed, budget))
+                progress.update(record)
                 stop_now, time_up = distributed.sum_across(  # every process stops at once
                     [float(stop[0]), float(elapsed > budget)], self.device
                 )
                 if stop_now:
-                    self.save_checkpoint()
-                    bar.close()
-                    where = f"; checkpoint saved in {self.run_dir}: continue with --resume" if self.run_dir else ""
-                    raise Interrupted(f"stopped at step {self.step}{where}")
-                if c.eval_every and self.step % c.eval_every == 0:
-                    validate()
-                if c.checkpoint_every and self.step % c.checkpoint_every == 0:
-                    self.save_checkpoint()
-                if marks and self.train_seconds >= 60 * marks[0]:
-                    path = self.save_snapshot(marks.pop(0), self.train_seconds)
-                    if path is not None and not in_notebook and not bar.disable:
-                        bar.write(f"step {self.step:,}: saved {path.name}")
+                    self._interrupt(progress)
+                self._scheduled(progress, marks)
                 if time_up:
                     total = self.step  # as if max_steps were here
-            if self.batch_in_epoch >= len(batches):  # the epoch is complete
-                self.epoch += 1
-                self.batch_in_epoch = 0
-                if not c.eval_every:
-                    validate()
-                if not c.checkpoint_every:
-                    self.save_checkpoint()
-        bar.close()
+            if self.batch_in_epoch >= len(batches):
+                self._end_epoch(progress)
+        progress.close()
         if not any("val_loss" in r and r["step"] == self.step for r in self.history):
-            validate()  # stopped by max_steps between scheduled validations
+            self._validate(progress)  # stopped by max_steps between scheduled validations
         self.save_checkpoint()
         return self.history
+
+    def _next_step(self, batches: Sequence[Sequence[int]]) -> dict:
+        """Train on this process's share of the epoch's next step of ``batches``; log the step's record."""
+        group = batches[self.batch_in_epoch : self.batch_in_epoch + self.config.grad_accum * self.world]
+        start = time.perf_counter()
+        record = self.train_step(group[self.rank :: self.world] or group[:1], idle=not group[self.rank :])
+        self.batch_in_epoch += len(group)
+        record["items_per_s"] = record["items"] / (time.perf_counter() - start)
+        self._log(record)
+        return record
+
+    def _scheduled(self, progress: _Progress, marks: list[float]) -> None:
+        """What the config asks for after this step: a validation, a checkpoint, the next snapshot."""
+        c = self.config
+        if c.eval_every and self.step % c.eval_every == 0:
+            self._validate(progress)
+        if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+            self.save_checkpoint()
+        if marks and self.train_seconds >= 60 * marks[0]:
+            path = self.save_snapshot(marks.pop(0), self.train_seconds)
+            if path is not None:
+                progress.say(f"step {self.step:,}: saved {path.name}")
+
+    def _end_epoch(self, progress: _Progress) -> None:
+        self.epoch += 1
+        self.batch_in_epoch = 0
+        if not self.config.eval_every:
+            self._validate(progress)
+        if not self.config.checkpoint_every:
+            self.save_checkpoint()
+
+    def _validate(self, progress: _Progress) -> None:
+        record = self.validate()
+        if record:
+            progress.say(
+                f"step {record['step']:,}: validation loss {record['val_loss']:.3f}, perplexity {record['val_ppl']:.2f}"
+            )
+
+    def _interrupt(self, progress: _Progress) -> None:
+        """Ctrl-C or SIGTERM: a checkpoint here, and an exception that says how to continue."""
+        self.save_checkpoint()
+        progress.close()
+        where = f"; checkpoint saved in {self.run_dir}: continue with --resume" if self.run_dir else ""
+        raise Interrupted(f"stopped at step {self.step}{where}")
 
     def train_step(self, batches: Sequence[Sequence[int]], idle: bool = False) -> dict:
         """One optimizer step on this process's ``batches`` (lists of example indices).
@@ -508,6 +503,42 @@ class Trainer:
         if skip and isinstance(self.parallel_model, DistributedDataParallel):
             return self.parallel_model.no_sync()
         return contextlib.nullcontext()
+
+
+class _Progress:
+    """A training call's progress bar, and the lines a terminal shows above it (a lesson plots its history)."""
+
+    def __init__(self, total: int, initial: int, enabled: bool) -> None:
+        # In a notebook, the bar goes to stdout: the book's pages show a cell's stdout before its
+        # stderr, which would put the bar after what training printed.
+        self.in_notebook = "ipykernel" in sys.modules
+        self.total = total
+        self.bar = tqdm(
+            total=total,
+            initial=initial,
+            desc="train",
+            disable=not enabled,
+            file=sys.stdout if self.in_notebook else None,
+            dynamic_ncols=not self.in_notebook,
+            mininterval=1.0,
+        )
+
+    def update(self, record: dict) -> None:
+        self.bar.total = self.total
+        self.bar.update(1)
+        self.bar.set_postfix(
+            loss=f"{record['loss']:.3f}",
+            lr=f"{record['lr']:.2e}",
+            items_s=f"{record['items_per_s']:.0f}",
+            refresh=False,  # the bar redraws at most every `mininterval` seconds
+        )
+
+    def say(self, line: str) -> None:
+        if not self.in_notebook and not self.bar.disable:
+            self.bar.write(line)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 @contextlib.contextmanager
