@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from transformer_lib.cli import main
-from transformer_lib.config import CONFIG_DIR, load_config
+from transformer_lib.cli.config import CONFIG_DIR, load_config
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 

@@ -13,8 +13,8 @@ import torch.nn.functional as F
 
 from transformer_lib import PAD_ID, Tokenizer, load_multi30k
 from transformer_lib.cli import main
+from transformer_lib.coursework.exercises import EXERCISES, GRADE_LOG_ENV, check
 from transformer_lib.errors import InvalidValue
-from transformer_lib.exercises import EXERCISES, GRADE_LOG_ENV, check
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -43,7 +43,7 @@ def test_every_exercise_is_checked_or_open_ended(path):
         called = f'check("{exercise}"' in text
         assert open_ended != called, f"exercise {exercise} must be marked open-ended or show its check, not both"
         if called:
-            assert exercise in EXERCISES, f"{exercise} has no check in transformer_lib.exercises"
+            assert exercise in EXERCISES, f"{exercise} has no check in transformer_lib.coursework.exercises"
             assert sum(f'check("{exercise}"' in s for s in solutions) == 1, f"{exercise} needs one solution"
     cells = nbformat.read(path, as_version=4).cells
     for cell in cells:
@@ -195,7 +195,7 @@ def learner_notebook(path: Path) -> None:
 
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
-        cell("from transformer_lib.exercises import check"),
+        cell("from transformer_lib.coursework.exercises import check"),
         cell('check("04.1", lambda q, k, v, tau: v)'),  # wrong, then right: the last try counts
         cell('check("04.1", lambda q, k, v, tau: (q @ k.transpose(-2, -1) / (tau * 4)).softmax(-1) @ v)'),
         cell("1 / 0"),  # a broken cell does not stop the rest

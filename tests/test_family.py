@@ -5,13 +5,13 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lib import BOS_ID, EOS_ID, PAD_ID, TrainConfig, Trainer, TransformerConfig, causal_mask
-from transformer_lib.bert import BERT, MaskedLMTask, SequenceClassifier, mask_tokens
 from transformer_lib.errors import InvalidValue
-from transformer_lib.gpt import GPT, LanguageModelTask, generate
+from transformer_lib.family.bert import BERT, MaskedLMTask, SequenceClassifier, mask_tokens
+from transformer_lib.family.gpt import GPT, LanguageModelTask, generate
+from transformer_lib.family.vit import VisionTransformer, ViTConfig, patchify
 from transformer_lib.reference import torch_encoder
 from transformer_lib.tasks import ClassificationTask, accuracy
 from transformer_lib.training import label_smoothed_cross_entropy
-from transformer_lib.vit import VisionTransformer, ViTConfig, patchify
 
 VOCAB = 40
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 import yaml
 
-from transformer_lib import checkpoint, sweep
+from transformer_lib import checkpoint
+from transformer_lib.cli import sweep
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import moses_bleu, sacrebleu_score
 from transformer_lib.model import Transformer, TransformerConfig

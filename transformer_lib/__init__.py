@@ -1,7 +1,21 @@
 """transformer_lib: the Transformer of "Attention Is All You Need", built lesson by lesson.
 
 Each lesson of the book adds the final version of its component here; later lessons import
-it instead of writing it again.
+it instead of writing it again. The folders follow the book:
+
+* the top level, one module per concept: the Transformer that lessons 2 to 10 build
+  (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention``, ``cache``,
+  ``layers``, ``model``, ``batching``, ``tasks``, ``training``, ``checkpoint``, ``decoding``,
+  ``metrics``), PyTorch's modules as independent references (``reference``), and what they
+  all share (``errors``, ``files``, ``validation``, ``versions``, ``utils``, ``distributed``);
+* ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
+* ``cli/``: training runs from the command line (lesson 11): the commands, their YAML configs
+  (``cli/configs/``), sweeps, and translating and scoring with a trained model;
+* ``web/``: the translator in a browser: ONNX export and ONNX Runtime Web;
+* ``coursework/``: the exercises' checks and the grading of learners' notebooks;
+* ``benchmarks/``: the speed measurements that lessons 10 to 12 report.
+
+``from transformer_lib import X`` gives every name in ``__all__``, wherever it lives.
 """
 
 import os
@@ -31,7 +45,6 @@ from transformer_lib.batching import (
     padding_fraction,
     token_batches,
 )
-from transformer_lib.bert import BERT, MaskedLMTask, SequenceClassifier, mask_tokens
 from transformer_lib.cache import AttentionCache, KVCache, LayerCache
 from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
@@ -46,7 +59,9 @@ from transformer_lib.embeddings import (
     sinusoidal_table,
 )
 from transformer_lib.errors import Interrupted, InvalidType, InvalidValue, MissingFile, TransformerLibError
-from transformer_lib.gpt import GPT, LanguageModelTask, generate
+from transformer_lib.family.bert import BERT, MaskedLMTask, SequenceClassifier, mask_tokens
+from transformer_lib.family.gpt import GPT, LanguageModelTask, generate
+from transformer_lib.family.vit import VisionTransformer, ViTConfig, patchify
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from transformer_lib.metrics import moses_bleu, sacrebleu_score, tokenized_bleu
 from transformer_lib.model import (
@@ -60,7 +75,6 @@ from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKEN
 from transformer_lib.tasks import ClassificationTask, LabelledBatch, Task, TaskConfig, TranslationTask, accuracy
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
-from transformer_lib.vit import VisionTransformer, ViTConfig, patchify
 
 __version__ = "0.1.0"
 

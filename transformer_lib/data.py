@@ -83,7 +83,7 @@ def file_name(split: str, lang: str) -> str:
 
 def cache_root() -> Path:
     """Where the package keeps what it downloads: Multi30k here, the browser's runtime in
-    :mod:`transformer_lib.web_runtime`, ONNX exports in :mod:`transformer_lib.export`."""
+    :mod:`transformer_lib.web.runtime`, ONNX exports in :mod:`transformer_lib.web.export`."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

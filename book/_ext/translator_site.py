@@ -2,11 +2,11 @@
 
 After an HTML build, ``_static/translator/`` of the output receives:
 
-* ``ort/``: ONNX Runtime Web (:mod:`transformer_lib.web_runtime`: pinned, checksum-verified, cached);
+* ``ort/``: ONNX Runtime Web (:mod:`transformer_lib.web.runtime`: pinned, checksum-verified, cached);
 * ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx``, ``tokenizer.json.gz`` and
   ``model.json`` (what the page reads; ``tokenizer.model`` too, for Python), exported from the
   checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
-  :func:`transformer_lib.export.cached_export`), with the BLEU measured for exactly that
+  :func:`transformer_lib.web.export.cached_export`), with the BLEU measured for exactly that
   checkpoint and precision in ``translator_record``.
 
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from sphinx.errors import ExtensionError
 
-from transformer_lib import web_runtime
 from transformer_lib.data import sha256_of
-from transformer_lib.export import cached_export
 from transformer_lib.files import write_text
+from transformer_lib.web import runtime as web_runtime
+from transformer_lib.web.export import cached_export
 
 SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.json.gz", "tokenizer.model")  # and model.json
 

@@ -19,12 +19,12 @@ from pathlib import Path
 import torch
 
 from transformer_lib.benchmarks import provenance, write_record
-from transformer_lib.config import DecodeConfig
+from transformer_lib.cli.config import DecodeConfig
+from transformer_lib.cli.translation import load_model, translate_sentences
 from transformer_lib.data import load_multi30k, sha256_of
-from transformer_lib.export import OnnxTranslator, export_onnx
 from transformer_lib.metrics import bleu_scores
-from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
+from transformer_lib.web.export import OnnxTranslator, export_onnx
 
 MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
 DEFAULT_MODELS = [MODELS / "de_en.model_fp16.pt", MODELS / "en_de.model_fp16.pt"]

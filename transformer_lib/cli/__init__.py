@@ -13,8 +13,8 @@ A training run writes one folder: the resolved config, the environment (versions
 commit), the tokenizer, the metrics over time (``metrics.csv``), a log, the checkpoint, the final
 scores (``scores.json``) and the hypotheses of each evaluated split. It needs only PyTorch,
 sentencepiece, sacrebleu, tqdm and PyYAML, and runs from a source checkout (``PYTHONPATH=.``).
-The commands are thin: the config lives in :mod:`~transformer_lib.config`, translating and
-scoring in :mod:`~transformer_lib.translation`, the loop in :mod:`~transformer_lib.training`.
+The commands are thin: the config lives in :mod:`~transformer_lib.cli.config`, translating and
+scoring in :mod:`~transformer_lib.cli.translation`, the loop in :mod:`~transformer_lib.training`.
 """
 
 from __future__ import annotations
@@ -31,19 +31,20 @@ from pathlib import Path
 import torch
 import yaml
 
-from transformer_lib import checkpoint, distributed, metrics, sweep
+from transformer_lib import checkpoint, distributed, metrics
 from transformer_lib.batching import encode_pairs, example_size, round_up
-from transformer_lib.config import DataConfig, DecodeConfig, load_config, resolved_config
+from transformer_lib.cli import sweep
+from transformer_lib.cli.config import DataConfig, DecodeConfig, load_config, resolved_config
+from transformer_lib.cli.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.data import LANGUAGES, SPLITS, load_multi30k, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile, TransformerLibError
-from transformer_lib.export import PRECISIONS, export_onnx
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.tasks import TaskConfig, TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer, device_precision
-from transformer_lib.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.utils import environment, pick_device, seed_everything
+from transformer_lib.web.export import PRECISIONS, export_onnx
 
 
 def _device(name: str) -> torch.device:
@@ -346,7 +347,7 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
 
 
 def cmd_grade(args: argparse.Namespace) -> None:
-    from transformer_lib import grading  # needs nbclient, which the book's requirements install
+    from transformer_lib.coursework import grading  # needs nbclient, which the book's requirements install
 
     if args.timeout < 1:
         raise InvalidValue(f"--timeout must be at least 1 second, got {args.timeout}")

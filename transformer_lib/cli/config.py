@@ -143,7 +143,7 @@ def _build(cls: type, section: str, values: dict):
 
 
 def config_path(name_or_path: str | Path) -> Path:
-    """The file of a run config: a path, or the name of a packaged one in transformer_lib/configs."""
+    """The file of a run config: a path, or the name of a packaged one in transformer_lib/cli/configs."""
     path = Path(name_or_path)
     if not path.is_file():
         path = CONFIG_DIR / f"{name_or_path}.yaml"
@@ -164,7 +164,7 @@ def read_yaml(path: Path) -> object:
 
 
 def load_config(name_or_path: str) -> dict:
-    """Read a YAML run config (a path, or the name of one in transformer_lib/configs) and check it."""
+    """Read a YAML run config (a path, or the name of one in transformer_lib/cli/configs) and check it."""
     path = config_path(name_or_path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from transformer_lib.config import config_path, load_config, read_yaml
+from transformer_lib.cli.config import config_path, load_config, read_yaml
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path, write_text
 

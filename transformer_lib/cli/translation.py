@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from transformer_lib.batching import pad_ids
 from transformer_lib.checkpoint import load_run_checkpoint
-from transformer_lib.config import DecodeConfig
+from transformer_lib.cli.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.metrics import bleu_scores
@@ -58,7 +58,7 @@ def translate_in_batches(
 ) -> list[str]:
     """The loop of :func:`translate_sentences` around any ``decode`` (padded source ids
     (batch, src_len) -> one id list per sentence): a PyTorch model's, or an exported one's
-    (:class:`transformer_lib.export.OnnxTranslator`)."""
+    (:class:`transformer_lib.web.export.OnnxTranslator`)."""
     encoded = dict(zip(range(len(sentences)), tokenizer.encode_batch(list(sentences), eos=True), strict=True))
     out: list[str] = [""] * len(sentences)
     for i, ids in list(encoded.items()):

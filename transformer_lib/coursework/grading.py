@@ -6,7 +6,7 @@ For example::
 
 Each notebook runs top to bottom in a fresh kernel, in its own folder, with every cell run even
 after one fails (a broken exercise must not hide the next one's result). The checks it calls
-(:func:`transformer_lib.exercises.check`) report to a log named by ``GRADE_LOG_ENV``; a lesson's
+(:func:`transformer_lib.coursework.exercises.check`) report to a log named by ``GRADE_LOG_ENV``; a lesson's
 checked exercises that the notebook never called are listed as not attempted. The notebook file
 itself is left as it was.
 """
@@ -21,8 +21,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_lib.coursework.exercises import EXERCISES, GRADE_LOG_ENV
 from transformer_lib.errors import InvalidValue, MissingFile
-from transformer_lib.exercises import EXERCISES, GRADE_LOG_ENV
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from transformer_lib.attention import padding_mask
 from transformer_lib.batching import pad_ids
 from transformer_lib.errors import InvalidValue
-from transformer_lib.gpt import LanguageModelTask
+from transformer_lib.family.gpt import LanguageModelTask
 from transformer_lib.model import SingleStack
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import LabelledBatch, token_cross_entropy
@@ -93,7 +93,7 @@ def _batch_seed(seed: int, indices: Sequence[int]) -> int:
 class MaskedLMTask(LanguageModelTask):
     """Masked-language-model pre-training on sequences of ids (each as the model will read it).
 
-    Batches as in :class:`~transformer_lib.gpt.LanguageModelTask`; each batch is masked with
+    Batches as in :class:`~transformer_lib.family.gpt.LanguageModelTask`; each batch is masked with
     :func:`mask_tokens`, seeded by the batch's own examples (so the same run masks the same way
     after a resume, and an epoch's new batches get new masks). Validation batches keep one
     fixed masking. The loss is the cross-entropy at chosen positions; they are its items.

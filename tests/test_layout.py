@@ -1,0 +1,126 @@
+"""The package's layout: the folders follow the book, and nothing a user imports moved.
+
+Every name that ``from transformer_lib import X`` gave before the package was split into parts
+(family, cli, web, coursework) still comes from there; every module says in its first line what
+it is for; every command of ``python -m transformer_lib`` is still there.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import transformer_lib
+
+PACKAGE = Path(transformer_lib.__file__).parent
+# ``transformer_lib.__all__`` when the package was one folder (issue 38): a user's imports.
+NAMES = [
+    "AttentionCache",
+    "BERT",
+    "BOS_ID",
+    "Batch",
+    "ClassificationTask",
+    "DataError",
+    "Decoder",
+    "DecoderLayer",
+    "EOS_ID",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "GPT",
+    "Interrupted",
+    "InvalidType",
+    "InvalidValue",
+    "KVCache",
+    "LANGUAGES",
+    "LabelledBatch",
+    "LanguageModelTask",
+    "LayerCache",
+    "LearnedPositionalEncoding",
+    "MaskedLMTask",
+    "MissingFile",
+    "MultiHeadAttention",
+    "PAD_ID",
+    "PRESETS",
+    "SPECIAL_TOKENS",
+    "SPLITS",
+    "SequenceClassifier",
+    "SinusoidalPositionalEncoding",
+    "Task",
+    "TaskConfig",
+    "TokenEmbedding",
+    "Tokenizer",
+    "TrainConfig",
+    "Trainer",
+    "Transformer",
+    "TransformerConfig",
+    "TransformerLibError",
+    "TranslationTask",
+    "UNK_ID",
+    "ViTConfig",
+    "VisionTransformer",
+    "accuracy",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rotary",
+    "average_checkpoints",
+    "beam_search",
+    "causal_mask",
+    "collate",
+    "count_parameters",
+    "encode_pairs",
+    "example_size",
+    "generate",
+    "greedy_decode",
+    "keep_attention_weights",
+    "label_smoothed_cross_entropy",
+    "load_checkpoint",
+    "load_multi30k",
+    "load_pairs",
+    "mask_tokens",
+    "moses_bleu",
+    "noam_lr",
+    "pad_ids",
+    "padding_fraction",
+    "padding_mask",
+    "parameter_breakdown",
+    "patchify",
+    "pick_device",
+    "sacrebleu_score",
+    "sample",
+    "scaled_dot_product_attention",
+    "seed_everything",
+    "setup",
+    "sinusoidal_table",
+    "sliding_window_mask",
+    "tiled_attention",
+    "token_batches",
+    "tokenized_bleu",
+]
+COMMANDS = ["train", "evaluate", "translate", "score", "sweep", "pack", "export-onnx", "grade"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_name_users_imported_is_still_at_the_top(name):
+    assert name in transformer_lib.__all__ and getattr(transformer_lib, name) is not None
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_module_says_what_it_is_for(path):
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+    assert docstring, f"{path.name} has no docstring"
+    first = docstring.splitlines()[0]
+    assert first.rstrip().endswith((".", ":")) and len(first) <= 120, f"{path.name}: {first!r}"
+
+
+def test_the_parts_are_folders_and_the_package_docstring_maps_them():
+    parts = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert parts == {"family", "cli", "web", "coursework", "benchmarks"}
+    assert all(f"``{part}/``" in transformer_lib.__doc__ for part in parts)
+
+
+def test_every_command_is_still_there():
+    out = subprocess.run([sys.executable, "-m", "transformer_lib", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and all(command in out.stdout for command in COMMANDS)
