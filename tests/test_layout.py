@@ -124,3 +124,17 @@ def test_the_parts_are_folders_and_the_package_docstring_maps_them():
 def test_every_command_is_still_there():
     out = subprocess.run([sys.executable, "-m", "transformer_lib", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and all(command in out.stdout for command in COMMANDS)
+
+
+PARTS = sorted(
+    ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
+    for part in ("family", "cli", "web", "coursework")
+    for p in (PACKAGE / part).glob("*.py")
+)
+
+
+@pytest.mark.parametrize("module", PARTS)
+def test_each_part_imports_on_its_own(module):
+    """A fresh interpreter importing the module first: no import cycle between the parts."""
+    out = subprocess.run([sys.executable, "-c", f"import transformer_lib.{module}"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr.strip().splitlines()[-1]

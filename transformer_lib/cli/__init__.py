@@ -44,7 +44,6 @@ from transformer_lib.tasks import TaskConfig, TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer, device_precision
 from transformer_lib.utils import environment, pick_device, seed_everything
-from transformer_lib.web.export import PRECISIONS, export_onnx
 
 
 def _device(name: str) -> torch.device:
@@ -341,6 +340,8 @@ def cmd_pack(args: argparse.Namespace) -> None:
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> None:
+    from transformer_lib.web.export import export_onnx  # web/ builds on cli/'s config: imported when used
+
     out = export_onnx(args.checkpoint, args.out, args.precision)
     sizes = ", ".join(f"{f.name} {f.stat().st_size / 1e6:.1f} MB" for f in sorted(out.iterdir()))
     print(f"exported to {out}: {sizes}")
@@ -355,6 +356,8 @@ def cmd_grade(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from transformer_lib.web.export import PRECISIONS as EXPORT_PRECISIONS  # web/ builds on cli/: not at import
+
     parser = argparse.ArgumentParser(prog="python -m transformer_lib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a model from a YAML config")
@@ -389,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("export-onnx", help="write a translator as ONNX files (encoder, decoder, tokenizer)")
     p.add_argument("checkpoint", help="a run folder or its checkpoint.pt")
     p.add_argument("out", help="the folder to write")
-    p.add_argument("--precision", default="fp16", choices=PRECISIONS, help="weights (default fp16)")
+    p.add_argument("--precision", default="fp16", choices=EXPORT_PRECISIONS, help="weights (default fp16)")
     p = sub.add_parser("grade", help="run learners' notebooks and tabulate which exercise checks pass")
     p.add_argument("notebooks", nargs="+", help="the notebooks (.ipynb) to run")
     p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
