@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,10 +12,13 @@ import yaml
 
 from transformer_lib import checkpoint
 from transformer_lib.cli import sweep
+from transformer_lib.cli.config import load_config
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import moses_bleu, sacrebleu_score
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.training import TrainConfig, Trainer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -36,6 +40,35 @@ def test_every_runs_config_is_checked_before_anything_starts(tmp_path):
         sweep.plan(write(tmp_path / "n.yaml", {"runs": {"a/b": {"config": "smoke"}}}), tmp_path / "out")
     with pytest.raises(InvalidValue, match="'runs'"):
         sweep.plan(write(tmp_path / "e.yaml", {"common": {}}), tmp_path / "out")
+
+
+EXPERIMENTS = sorted((ROOT / "experiments").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_committed_experiment_is_a_valid_sweep_or_run_config(path, tmp_path):
+    """A typo in a sweep waiting for a GPU session fails here, not after the machine has started."""
+    if "runs" in yaml.safe_load(path.read_text()):
+        configs = sweep.plan(path, tmp_path / "out")
+        assert configs and all(p.is_file() for p in configs.values())
+    else:
+        load_config(path)
+
+
+def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_path):
+    """Issue 36's seeds and precisions train sweep 2's recipe, not a drifted copy of it."""
+    shipped = yaml.safe_load((ROOT / "results/multi30k/sweep2/configs/de_en-prenorm.yaml").read_text())
+    shipped["data"].pop("tokenizer")  # "bpe", the default, which the packaged config leaves out
+    for name in ("precision", "seeds"):
+        for path in sweep.plan(ROOT / f"experiments/multi30k/round3/{name}.yaml", tmp_path / name).values():
+            config = yaml.safe_load(path.read_text())
+            if config["data"]["src"] != "de":
+                continue
+            for section in ("data", "model", "task", "decoding", "evaluation"):
+                assert config[section] == shipped[section], section
+            training, before = config["training"], shipped["training"]
+            changed = {k for k in set(training) | set(before) if training.get(k) != before.get(k)}
+            assert changed <= {"precision", "seed", "max_minutes", "bf16", "compile"}, changed
 
 
 def test_a_runs_sections_override_common_which_overrides_its_config(tmp_path):
