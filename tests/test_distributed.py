@@ -2,7 +2,6 @@
 
 import csv
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -31,22 +30,18 @@ def train(run_dir, grad_accum, max_steps=None):
     return trainer
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def worker(rank, world, port, run_dir):
+def worker(rank, world, store, run_dir):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # A file, not a TCP port, to meet at: a port found free can be taken by another test before
+    # the processes bind it (the two-process test failed that way now and then).
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     train(run_dir, grad_accum=1)
     distributed.finish()
 
 
 def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation(tmp_path):
     one = train(tmp_path / "one", grad_accum=2)
-    mp.spawn(worker, args=(2, free_port(), str(tmp_path / "two")), nprocs=2)
+    mp.spawn(worker, args=(2, str(tmp_path / "store"), str(tmp_path / "two")), nprocs=2)
     two = load_checkpoint(tmp_path / "two" / "checkpoint.pt")
     assert two["position"]["step"] == one.step > 10
     worst = 0.0

@@ -226,6 +226,30 @@ def inside_site(site):
     return site
 
 
+def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
+    """No click needed: the default direction's model loads on opening, the other's when it is chosen."""
+    got = inside(
+        inside_site,
+        """
+        const loaded = (direction) => new Promise((resolve) => {
+          const poll = () => ($("inside").dataset["ready_" + direction] ? resolve() : setTimeout(poll, 20));
+          poll();
+        });
+        const before = $("inside").dataset.ready_en_de ?? null;
+        await loaded("de_en");
+        const status = $("inside-status").textContent;
+        $("inside-direction").value = "en_de";
+        $("inside-direction").dispatchEvent(new Event("change"));
+        await loaded("en_de");
+        await press("inside-encode");
+        return { before, status, step: $("inside").dataset.step, error: $("inside-status").dataset.message ?? null };
+        """,
+    )
+    assert got["before"] is None  # en_de is not fetched until the reader picks it
+    assert got["status"] == "The model is loaded: press Start, or type a sentence of your own first."
+    assert got["error"] is None and got["step"] == "1"  # Start drew the first step with the preloaded model
+
+
 def test_the_inside_page_steps_as_the_package_decodes(inside_site):
     """Greedy steps, the first step's top ten probabilities and the attention rows equal PyTorch's."""
     got = inside(

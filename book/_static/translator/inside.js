@@ -123,10 +123,29 @@ export async function beamSearch(model, source, k, alpha) {
   return { steps, final, best };
 }
 
+// One load per direction, started as soon as the direction is chosen (the page opens with one), so
+// that the files are usually in by the time the reader presses Start. A failed load is forgotten,
+// so that pressing Start again retries it.
 const translators = new Map();
 function translator(direction) {
-  if (!translators.has(direction)) translators.set(direction, Translator.load(direction));
+  if (!translators.has(direction)) {
+    const loading = Translator.load(direction);
+    loading.catch(() => translators.delete(direction));
+    translators.set(direction, loading);
+  }
   return translators.get(direction);
+}
+
+// Load the chosen direction in the background; Start shows any error (the same promise).
+function preload() {
+  const direction = $("inside-direction").value;
+  translator(direction).then(() => {
+    const page = $("inside");
+    page.dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
+    if (!state.source && page.dataset.busy !== "1" && $("inside-direction").value === direction) {
+      say("The model is loaded: press Start, or type a sentence of your own first.");
+    }
+  }, () => {});
 }
 
 // The page's state: the model, the encoded source, the prefix (<bos> first) and, for each prefix
@@ -162,8 +181,9 @@ async function encode() {
   if (!text.trim()) return say("Type a sentence first.", true);
   $("inside-encode").disabled = true;
   try {
-    say("Loading the model (about 10 MB, once)…");
-    const model = await translator($("inside-direction").value);
+    const direction = $("inside-direction").value;
+    if (!$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)…");
+    const model = await translator(direction);
     const pieces = model.tokenizer.encode(text);
     if (pieces.length + 1 > MAX_SOURCE) {
       return say(`This page reads up to ${MAX_SOURCE} tokens, a sentence or two; yours has ${pieces.length + 1}. ` +
@@ -401,6 +421,7 @@ function action(fn) {
 
 $("inside-direction").addEventListener("change", () => {
   $("inside-input").value = EXAMPLES[$("inside-direction").value];
+  preload();
 });
 $("inside-encode").addEventListener("click", action(encode));
 $("inside-input").addEventListener("keydown", (event) => {
@@ -421,3 +442,5 @@ for (const id of ["inside-kind", "inside-layer", "inside-head"]) {
 $("inside-input").value = EXAMPLES[$("inside-direction").value];
 $("inside-encode").disabled = false;
 $("inside").dataset.busy = "0";
+say("Loading the model (about 10 MB, once)… You can type meanwhile.");
+preload();
