@@ -139,13 +139,13 @@ function translator(direction) {
 // Load the chosen direction in the background; Start shows any error (the same promise).
 function preload() {
   const direction = $("inside-direction").value;
+  const idle = () => !state.source && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
   translator(direction).then(() => {
-    const page = $("inside");
-    page.dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
-    if (!state.source && page.dataset.busy !== "1" && $("inside-direction").value === direction) {
-      say("The model is loaded: press Start, or type a sentence of your own first.");
-    }
-  }, () => {});
+    $("inside").dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
+    if (idle()) say("The model is loaded: press Start, or type a sentence of your own first.");
+  }, (error) => {
+    if (idle()) say(`The model could not load (${error.message}); press Start to try again.`, true);
+  });
 }
 
 // The page's state: the model, the encoded source, the prefix (<bos> first) and, for each prefix
