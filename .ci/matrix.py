@@ -55,6 +55,7 @@ class Entry:
 ENTRIES = [
     Entry("3.10", "2.6.0", "the oldest supported: Python 3.10, and PyTorch 2.6 (2.5's ONNX exporter fails)"),
     Entry("3.12", "2.15.0", "the newest PyTorch release, on the Python that Colab runs", notebooks=True),
+    Entry("3.13", "2.15.0", "the newest Python, with the newest PyTorch release", notebooks=True),
 ]
 
 
