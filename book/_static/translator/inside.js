@@ -136,7 +136,8 @@ function translator(direction) {
   return translators.get(direction);
 }
 
-// Load the chosen direction in the background; Start shows any error (the same promise).
+// Load the chosen direction in the background, and say when it is in, or why not, unless the reader
+// has already started (Start awaits the same load and reports it itself).
 function preload() {
   const direction = $("inside-direction").value;
   const idle = () => !state.source && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
