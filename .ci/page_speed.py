@@ -4,11 +4,12 @@
 
 Needs the built site (``jupyter-book build .``) and Chromium, as the browser tests do. The page
 starts loading the chosen direction's model when it opens. For each direction, twice, each time
-in a fresh browser (an empty cache, as on a first visit): a reader who presses Start at once (the rest of the load, the source encoded, the
-first decoder step drawn), and one who presses it once the model is in; then every further
-greedy step to the end, a change of temperature (the chart redrawn) and of the attention view
-(the heatmap redrawn), and a beam search of 5. Prints a table with the machine and commit; with
-``--out`` also writes it there (a record, not a test: no time is asserted anywhere).
+in a fresh browser (an empty cache, as on a first visit): a reader who presses Start at once (the
+rest of the load, the source encoded, the first decoder step drawn), and one who presses it once
+the model is in; then every further greedy step to the end, a change of temperature (the chart
+redrawn) and of the attention view (the heatmap redrawn), and a beam search of 5. Prints a table
+with the machine and commit; with ``--out`` also writes it there (a record, not a test: no time is
+asserted anywhere).
 """
 
 from __future__ import annotations

@@ -240,13 +240,16 @@ def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
         const status = $("inside-status").textContent;
         $("inside-direction").value = "en_de";
         $("inside-direction").dispatchEvent(new Event("change"));
+        const switched = $("inside-status").textContent;
         await loaded("en_de");
         await press("inside-encode");
-        return { before, status, step: $("inside").dataset.step, error: $("inside-status").dataset.message ?? null };
+        const error = $("inside-status").dataset.message ?? null;
+        return { before, status, switched, step: $("inside").dataset.step, error };
         """,
     )
     assert got["before"] is None  # en_de is not fetched until the reader picks it
     assert got["status"] == "The model is loaded: press Start, or type a sentence of your own first."
+    assert got["switched"].startswith("Loading the model")  # not the other direction's "loaded"
     assert got["error"] is None and got["step"] == "1"  # Start drew the first step with the preloaded model
 
 

@@ -141,6 +141,7 @@ function translator(direction) {
 function preload() {
   const direction = $("inside-direction").value;
   const idle = () => !state.source && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
+  if (idle() && !$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)… You can type meanwhile.");
   translator(direction).then(() => {
     $("inside").dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
     if (idle()) say("The model is loaded: press Start, or type a sentence of your own first.");
@@ -443,5 +444,4 @@ for (const id of ["inside-kind", "inside-layer", "inside-head"]) {
 $("inside-input").value = EXAMPLES[$("inside-direction").value];
 $("inside-encode").disabled = false;
 $("inside").dataset.busy = "0";
-say("Loading the model (about 10 MB, once)… You can type meanwhile.");
 preload();
