@@ -40,6 +40,9 @@ def _matches(value: object, kind: object) -> bool:
     return True  # a type this module does not check
 
 
+PLURAL = {bool: "true or false values", int: "integers", float: "numbers", str: "strings"}
+
+
 def _describe(kind: object) -> str:
     origin = typing.get_origin(kind)
     if origin in (typing.Union, types.UnionType):
@@ -48,8 +51,9 @@ def _describe(kind: object) -> str:
         return "null"
     if origin is tuple:
         args = typing.get_args(kind)
-        inner = _describe(args[0]) if len(args) == 2 and args[1] is Ellipsis else ", ".join(map(_describe, args))
-        return f"a list of {inner}"
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"a list of {PLURAL.get(args[0], _describe(args[0]))}"
+        return f"a list of {len(args)}: " + ", ".join(map(_describe, args))
     return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(kind, str(kind))
 
 
@@ -59,7 +63,8 @@ def check_fields(obj: object) -> None:
     for field in dataclasses.fields(obj):
         value, kind = getattr(obj, field.name), hints[field.name]
         if not _matches(value, kind):
-            raise InvalidValue(f"{field.name} must be {_describe(kind)}, got {value!r}")
+            shown = list(value) if isinstance(value, tuple) else value  # as the reader wrote it: a list
+            raise InvalidValue(f"{field.name} must be {_describe(kind)}, got {shown!r}")
 
 
 def check_range(
