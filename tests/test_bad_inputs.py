@@ -264,3 +264,16 @@ def test_sentences_longer_than_the_model_allows_are_refused_before_anything_is_w
     code, err, run_dir = train_cli(tmp_path, capsys, f"data:\n  vocab_size: 500\n  train_limit: 300\n{section}\n")
     assert code == 2 and len(err) == 1 and f"more than {name}=8: raise {name} to at least" in err[0], err
     assert not run_dir.exists()
+
+
+@pytest.mark.parametrize(("device", "message"), [("gpu", "unknown device 'gpu'"), ("cuda:0", "no CUDA GPU")])
+def test_a_sweep_on_a_device_that_is_not_here_starts_nothing(tmp_path, capsys, device, message):
+    """Checked once, before any run's process starts (it used to start them all, each failing alone)."""
+    if message == "no CUDA GPU" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    file = tmp_path / "s.yaml"
+    file.write_text("runs:\n  a: {config: smoke}\n  b: {config: smoke}\n")
+    code = main(["sweep", str(file), "--out", str(tmp_path / "out"), "--device", device])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "out").exists()
