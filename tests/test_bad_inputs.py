@@ -277,3 +277,12 @@ def test_a_sweep_on_a_device_that_is_not_here_starts_nothing(tmp_path, capsys, d
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_score_of_a_file_that_is_not_text_is_one_line(tmp_path, capsys):
+    """A checkpoint given where the translations go (an easy slip: both live in the run folder)."""
+    wrong = tmp_path / "checkpoint.pt"
+    wrong.write_bytes(b"PK\x03\x04" + bytes(range(128, 256)))
+    code = main(["score", str(wrong), "--split", "val", "--tgt", "en"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is not UTF-8 text" in err[0], err

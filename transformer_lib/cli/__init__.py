@@ -307,7 +307,12 @@ def cmd_score(args: argparse.Namespace) -> None:
     path = Path(args.hypotheses)
     if not path.is_file():
         raise MissingFile(f"no hypotheses file {path}")
-    hypotheses = path.read_text(encoding="utf-8").splitlines()
+    try:
+        hypotheses = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InvalidValue(
+            f"{path} is not UTF-8 text: give the translations, one a line (e.g. the run's test_2016_flickr.hyp.txt)"
+        ) from None
     references = load_multi30k(args.split, args.tgt)
     if len(hypotheses) != len(references):
         raise InvalidValue(
