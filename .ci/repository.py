@@ -4,7 +4,9 @@
     python .ci/repository.py set URL          # a fork: write URL to _config.yml and every use
 
 Uses: the Colab badges and install cells of the notebooks, the README, the book's pages and
-pyproject.toml. A Colab badge must also name its own notebook on the configured branch.
+pyproject.toml. A Colab badge must also name its own notebook on the configured branch. The site's
+address (``html.baseurl``, where GitHub Pages publishes OWNER/NAME: https://OWNER.github.io/NAME/),
+which the lessons use to link to the book's other pages, follows the repository's.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 USES = ["README.md", "pyproject.toml", "book/*.md", "notebooks/*.ipynb"]
 GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#]|\.git\b|$)")
+SITE = re.compile(r"([\w-]+)\.github\.io/([\w.-]+?)(?=[/\"'\s)#]|$)")
 COLAB = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/notebooks/([\w.<>-]+)")
 
 
@@ -30,6 +33,12 @@ def configured() -> tuple[str, str]:
     return match.group(1), repository["branch"]
 
 
+def site(repo: str) -> str:
+    """Where GitHub Pages publishes the repository owner/name."""
+    owner, name = repo.split("/")
+    return f"https://{owner}.github.io/{name}/"
+
+
 def files() -> list[Path]:
     return sorted(path for pattern in USES for path in ROOT.glob(pattern))
 
@@ -38,11 +47,17 @@ def problems() -> list[str]:
     """Every use that disagrees with _config.yml, one line each (empty when all agree)."""
     repo, branch = configured()
     found = []
+    baseurl = yaml.safe_load((ROOT / "_config.yml").read_text()).get("html", {}).get("baseurl")
+    if baseurl != site(repo):
+        found.append(f"_config.yml: html.baseurl is {baseurl}, but {repo} is published at {site(repo)}")
     for path in files():
         text, name = path.read_text(), path.relative_to(ROOT)
         for slug in GITHUB.findall(text):
             if slug != repo:
                 found.append(f"{name}: github.com/{slug}, but _config.yml says {repo}")
+        for owner, project in SITE.findall(text):
+            if f"{owner}/{project}" != repo:
+                found.append(f"{name}: the site {owner}.github.io/{project}, but {repo} is published at {site(repo)}")
         for slug, on_branch, notebook in COLAB.findall(text):
             if slug != repo:
                 found.append(f"{name}: a Colab link to {slug}, but _config.yml says {repo}")
@@ -63,6 +78,7 @@ def set_repository(url: str) -> None:
         text = path.read_text()
         new = text.replace(f"github.com/{old}", f"github.com/{match.group(1)}")
         new = new.replace(f"google.com/github/{old}/", f"google.com/github/{match.group(1)}/")  # Colab links
+        new = new.replace(site(old)[len("https://") : -1], site(match.group(1))[len("https://") : -1])  # the site
         if new != text:
             path.write_text(new)
 

@@ -40,6 +40,7 @@ def test_deliberate_errors_show_one_line(notebook):
 
 
 MARKDOWN_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)")
+MARKDOWN_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)")  # not an image
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
@@ -54,6 +55,22 @@ def test_images_render_where_the_notebook_is_opened_alone(notebook):
             for source in MARKDOWN_IMAGE.findall("".join(cell["source"])):
                 assert source.startswith("https://"), f"cell {index} shows an image by a relative path: {source}"
     assert "(https://colab.research.google.com/assets/colab-badge.svg)" in "".join(cells[0]["source"])
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
+def test_links_work_where_the_notebook_is_opened_alone(notebook):
+    """A lesson links to another lesson by its file (beside it everywhere) and to the book's other
+    pages by the site's address, which the site turns back into a link to its own page
+    (book/_ext/site_fixes.py); a relative ../book/page.md link is dead on Colab."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    for index, cell in enumerate(cells):
+        if cell["cell_type"] == "markdown":
+            for target in MARKDOWN_LINK.findall("".join(cell["source"])):
+                page = target.split("#")[0]
+                lesson = page.endswith(".ipynb") and "/" not in page
+                assert target.startswith(("https://", "http://", "mailto:", "#")) or lesson, (
+                    f"cell {index} links to {target}: give another lesson's .ipynb file or the site's address"
+                )
 
 
 def code_cells(notebook: Path) -> list[dict]:

@@ -10,6 +10,10 @@
 * Each lesson's *Open in Colab* badge is Colab's own image, so that it renders wherever the
   notebook is opened alone (Colab, GitHub, a download); the site shows its copy of that image
   (``book/_static/open-in-colab.svg``), so no page loads anything from another host.
+* A lesson links to the book's other pages by their public address (``html.baseurl`` in
+  ``_config.yml``), so that the link works where the notebook is opened alone; on the site such a
+  link becomes a link to the page beside it, checked as ``{doc}`` links are (a missing page fails
+  the build).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from docutils import nodes
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
+from sphinx import addnodes
 from sphinx.transforms import SphinxTransform
 
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -56,6 +61,32 @@ class LocalColabBadge(SphinxTransform):
                 image["uri"] = LOCAL_BADGE
 
 
+class SiteLinks(SphinxTransform):
+    """A link to ``<html_baseurl>PAGE.html`` becomes a cross-reference to the document PAGE of this build."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        base = self.config.html_baseurl
+        if not base:
+            return
+        base = base.rstrip("/") + "/"
+        for link in list(self.document.findall(nodes.reference)):
+            uri = link.get("refuri", "")
+            if uri.startswith(base) and uri.endswith(".html"):
+                page = addnodes.pending_xref(
+                    "",
+                    *link.children,
+                    refdomain="std",
+                    reftype="doc",
+                    reftarget="/" + uri[len(base) : -len(".html")],
+                    refexplicit=True,
+                    refwarn=True,
+                    refdoc=self.env.docname,
+                )
+                link.replace_self(page)
+
+
 def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     seen, unique = set(), []
     for script in context.get("script_files", []):
@@ -75,5 +106,6 @@ def setup(app):
     register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
     app.add_transform(LocalColabBadge)
+    app.add_transform(SiteLinks)
     app.connect("html-page-context", _one_of_each_script, priority=900)  # after the themes added theirs
     return {"parallel_read_safe": True, "parallel_write_safe": True}
