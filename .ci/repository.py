@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 USES = ["README.md", "pyproject.toml", "book/*.md", "notebooks/*.ipynb"]
 GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#]|\.git\b|$)")
 SITE = re.compile(r"([\w-]+)\.github\.io/([\w.-]+?)(?=[/\"'\s)#]|$)")
+PLACEHOLDER = "OWNER/NAME"  # how the README names a fork's repository: not a use to check
 COLAB = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/notebooks/([\w.<>-]+)")
 
 
@@ -53,10 +54,10 @@ def problems() -> list[str]:
     for path in files():
         text, name = path.read_text(), path.relative_to(ROOT)
         for slug in GITHUB.findall(text):
-            if slug != repo:
+            if slug not in (repo, PLACEHOLDER):
                 found.append(f"{name}: github.com/{slug}, but _config.yml says {repo}")
         for owner, project in SITE.findall(text):
-            if f"{owner}/{project}" != repo:
+            if f"{owner}/{project}" not in (repo, PLACEHOLDER):
                 found.append(f"{name}: the site {owner}.github.io/{project}, but {repo} is published at {site(repo)}")
         for slug, on_branch, notebook in COLAB.findall(text):
             if slug != repo:

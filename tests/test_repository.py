@@ -31,6 +31,7 @@ def fake_repo(tmp_path: Path) -> Path:
     (tmp_path / "README.md").write_text(
         "pip install git+https://github.com/transformer-book/transformer-book\n"
         "Read it online: https://transformer-book.github.io/transformer-book\n"
+        "In a fork: https://github.com/OWNER/NAME/ is published at https://OWNER.github.io/NAME/\n"
     )
     return tmp_path
 
