@@ -5,6 +5,7 @@ cross-attention weights agree with PyTorch's to a stated tolerance, greedy decod
 translation of every sentence of test_2016_flickr, and the half-precision files fit in 10 MB.
 """
 
+import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -89,10 +90,14 @@ def test_half_precision_files_hold_weights_in_fp16_and_fit_in_10_mb(exported):
 
 
 def test_the_normalization_table_is_sentencepieces(exported):
+    folder = cached_export(DE_EN, "fp16")
     table = _charsmap_table(_charsmap(exported.tokenizer))
     assert table["ｆ"] == "f" and table["①"] == "1" and table["ﬁ"] == "fi"
     assert table["e\u0301"] == "é"  # composition: a two-character key
     assert len(table) > 200_000
+    spec = json.loads(gzip.decompress((folder / "tokenizer.json.gz").read_bytes()))
+    assert spec["normalization"] == table
+    assert spec["normalization_longest_key"] == max(len(key) for key in table) > 1
 
 
 def _charsmap(tokenizer: Tokenizer) -> bytes:

@@ -228,10 +228,14 @@ def tokenizer_spec(tokenizer: Tokenizer) -> dict:
     norm = proto.normalizer_spec
     if proto.denormalizer_spec.precompiled_charsmap or proto.trainer_spec.treat_whitespace_as_suffix:
         raise InvalidValue("tokenizers with a denormalizer or suffix whitespace cannot be exported for the browser")
+    table = _charsmap_table(norm.precompiled_charsmap) if norm.precompiled_charsmap else {}
     return {
         "pieces": [[p.piece, p.score, p.type] for p in proto.pieces],  # type 1 normal, 2 unknown, 3 control
         "unk_surface": proto.trainer_spec.unk_surface,
-        "normalization": _charsmap_table(norm.precompiled_charsmap) if norm.precompiled_charsmap else {},
+        "normalization": table,
+        # the longest key in characters (code points), written here so that the browser need not
+        # walk 225,000 keys before its first sentence
+        "normalization_longest_key": max(map(len, table), default=1),
         "add_dummy_prefix": norm.add_dummy_prefix,
         "remove_extra_whitespaces": norm.remove_extra_whitespaces,
         "escape_whitespaces": norm.escape_whitespaces,
