@@ -6,10 +6,11 @@ Needs the built site (``jupyter-book build .``) and Chromium, as the browser tes
 starts loading the chosen direction's model when it opens. For each direction, twice, each time
 in a fresh browser (an empty cache, as on a first visit): a reader who presses Start at once (the
 rest of the load, the source encoded, the first decoder step drawn), and one who presses it once
-the model is in; then every further greedy step to the end, a change of temperature (the chart
-redrawn) and of the attention view (the heatmap redrawn), and a beam search of 5. Prints a table
-with the machine and commit; with ``--out`` also writes it there (a record, not a test: no time is
-asserted anywhere).
+the model is in, with when the load asked for ONNX Runtime's WebAssembly and for the model's
+files (which ONNX Runtime asks for once its WebAssembly is compiled); then every further greedy
+step to the end, a change of temperature (the chart redrawn) and of the attention view (the
+heatmap redrawn), and a beam search of 5. Prints a table with the machine and commit; with
+``--out`` also writes it there (a record, not a test: no time is asserted anywhere).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ MEASURE = """(async () => {
   const first = await timed(() => $("inside-encode").click());
   const opened = performance.now();  // ms from the page's opening to the first step drawn
   const loaded = Number($("inside").dataset["ready_" + DIRECTION]);
+  // when the page asked for ONNX Runtime's WebAssembly, and for the model (after the runtime compiled)
+  const requested = (part) => performance.getEntriesByType("resource").find((r) => r.name.includes(part)).startTime;
+  const runtime = requested("/ort-wasm-simd-threaded.wasm"), files = requested(`/models/${DIRECTION}/encoder.onnx`);
   const steps = [];
   while (!$("inside-greedy").disabled) steps.push(await timed(() => $("inside-greedy").click()));
   const back = await timed(() => $("inside-back").click());
@@ -74,7 +78,7 @@ MEASURE = """(async () => {
   const temperature = [0.5, 2, 1].map((v) => redraw("inside-temperature", String(v), "input"));
   const attention = ["self", "encoder", "cross"].map((v) => redraw("inside-kind", v, "change"));
   const beam = await timed(() => $("inside-beam-run").click());
-  return { first, opened, loaded, steps, back, temperature, attention, beam, tokens: steps.length };
+  return { first, opened, loaded, runtime, files, steps, back, temperature, attention, beam, tokens: steps.length };
 })()"""
 
 
@@ -107,7 +111,8 @@ def main() -> int:
                     got[wait] = browser.open(base + "book/inside.html", timeout=300, script=script).value
             at_once, loaded = got[False], got[True]
             rows.append(
-                f"{direction}: model loaded {loaded['loaded']:.0f} ms after the page opened; "
+                f"{direction}: model loaded {loaded['loaded']:.0f} ms after the page opened (the runtime's "
+                f"WebAssembly requested at {loaded['runtime']:.0f} ms, the model's files at {loaded['files']:.0f} ms); "
                 f"Start to first step {loaded['first']:.0f} ms with the model loaded, "
                 f"{at_once['first']:.0f} ms pressed at once (page open to first step {at_once['opened']:.0f} ms); "
                 f"{loaded['tokens']} greedy steps, median {statistics.median(loaded['steps']):.0f} ms, "
