@@ -1,6 +1,6 @@
 """How fast the "Look inside the translator" page answers, in headless Chromium on this machine.
 
-    python .ci/page_speed.py [--out results/translator/inside_speed.txt]
+    python .ci/page_speed.py [--out results/translator/inside_speed.txt] [--repeat 3]
 
 Needs the built site (``jupyter-book build .``) and Chromium, as the browser tests do. The page
 starts loading the chosen direction's model when it opens. For each direction, twice, each time
@@ -9,8 +9,10 @@ rest of the load, the source encoded, the first decoder step drawn), and one who
 the model is in, with when the load asked for ONNX Runtime's WebAssembly and for the model's
 files (which ONNX Runtime asks for once its WebAssembly is compiled); then every further greedy
 step to the end, a change of temperature (the chart redrawn) and of the attention view (the
-heatmap redrawn), and a beam search of 5. Prints a table with the machine and commit; with
-``--out`` also writes it there (a record, not a test: no time is asserted anywhere).
+heatmap redrawn), and a beam search of 5. Each case runs in ``--repeat`` fresh browsers (3) and
+each number is their median: one first visit varies by a few hundred milliseconds. Prints a table
+with the machine and commit; with ``--out`` also writes it there (a record, not a test: no time
+is asserted anywhere).
 """
 
 from __future__ import annotations
@@ -87,9 +89,25 @@ def chromium_version(executable: str) -> str:
     return out.stdout.strip() or "Chromium (version unknown)"
 
 
+def median_run(runs: list[dict]) -> dict:
+    """Each number's median over the runs; of the lists, the median step and each run's largest value."""
+    per_run = [
+        {
+            **{key: value for key, value in run.items() if not isinstance(value, list)},
+            "steps": statistics.median(run["steps"]),
+            "steps_max": max(run["steps"]),
+            "temperature": max(run["temperature"]),
+            "attention": max(run["attention"]),
+        }
+        for run in runs
+    ]
+    return {key: statistics.median(run[key] for run in per_run) for key in per_run[0]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="also write the table to this file")
+    parser.add_argument("--repeat", type=int, default=3, help="fresh browsers per case; each number is their median")
     args = parser.parse_args()
     site = ROOT / "_build" / "html"
     executable = chromium_path()
@@ -100,32 +118,34 @@ def main() -> int:
     rows = []
     with serve(site) as base:
         for direction, sentence in SENTENCES.items():
-            got = {}
-            for wait in (False, True):
-                script = (
-                    MEASURE.replace("DIRECTION", json.dumps(direction))
-                    .replace("SENTENCE", json.dumps(sentence))
-                    .replace("WAIT", json.dumps(wait))
-                )
-                with Browser(executable) as browser:  # a fresh profile: nothing cached, a first visit
-                    got[wait] = browser.open(base + "book/inside.html", timeout=300, script=script).value
-            at_once, loaded = got[False], got[True]
+            runs = {False: [], True: []}
+            for _ in range(args.repeat):
+                for wait in (False, True):
+                    script = (
+                        MEASURE.replace("DIRECTION", json.dumps(direction))
+                        .replace("SENTENCE", json.dumps(sentence))
+                        .replace("WAIT", json.dumps(wait))
+                    )
+                    with Browser(executable) as browser:  # a fresh profile: nothing cached, a first visit
+                        runs[wait].append(browser.open(base + "book/inside.html", timeout=300, script=script).value)
+            at_once, loaded = (median_run(runs[wait]) for wait in (False, True))
             rows.append(
                 f"{direction}: model loaded {loaded['loaded']:.0f} ms after the page opened (the runtime's "
                 f"WebAssembly requested at {loaded['runtime']:.0f} ms, the model's files at {loaded['files']:.0f} ms); "
                 f"Start to first step {loaded['first']:.0f} ms with the model loaded, "
                 f"{at_once['first']:.0f} ms pressed at once (page open to first step {at_once['opened']:.0f} ms); "
-                f"{loaded['tokens']} greedy steps, median {statistics.median(loaded['steps']):.0f} ms, "
-                f"max {max(loaded['steps']):.0f} ms; back {loaded['back']:.0f} ms; "
-                f"chart redraw max {max(loaded['temperature']):.0f} ms; "
-                f"heatmap redraw max {max(loaded['attention']):.0f} ms; "
+                f"{loaded['tokens']:.0f} greedy steps, median {loaded['steps']:.0f} ms, "
+                f"max {loaded['steps_max']:.0f} ms; back {loaded['back']:.0f} ms; "
+                f"chart redraw max {loaded['temperature']:.0f} ms; "
+                f"heatmap redraw max {loaded['attention']:.0f} ms; "
                 f"beam 5 {loaded['beam']:.0f} ms"
             )
     header = [
         f"{chromium_version(executable)}, headless; {env['cpu']}, {platform.machine()}, one WebAssembly thread",
         f"commit {env['git_commit'][:7]}{' (uncommitted changes)' if env['git_dirty'] else ''}, "
         f"{datetime.now(timezone.utc).date()}",
-        "one 10-word sentence per direction, each measurement in a fresh browser (empty cache, a first visit):",
+        f"one 10-word sentence per direction, each measurement in a fresh browser (empty cache, a first visit), "
+        f"the median of {args.repeat}:",
     ]
     table = "\n".join(header + rows) + "\n"
     print(table, end="")
