@@ -293,3 +293,20 @@ def test_a_time_budget_and_its_snapshots_span_a_resume(tmp_path, monkeypatch):
     for run in ("whole", "cut"):
         assert [load_checkpoint(p)["snapshot"]["step"] for p in snapshot_files(tmp_path / run)] == [2, 4]
     assert torch.equal(whole.model.state_dict()["generator.weight"], resumed.model.state_dict()["generator.weight"])
+
+
+def test_in_a_log_file_progress_is_a_plain_line_a_minute(capsys, monkeypatch):
+    """Where stderr is a file (a sweep's log), no redrawn bar: a line a minute, then the last one."""
+    import transformer_lib.training as training
+
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
+    clock = iter(range(0, 10_000, 25))  # each call to the clock: 25 s later
+    monkeypatch.setattr(training.time, "monotonic", lambda: float(next(clock)))
+    task = TranslationTask(random_examples(40), max_tokens=64)
+    model = Transformer(TransformerConfig.preset("tiny", vocab_size=20))
+    Trainer(model, task, TrainConfig(max_steps=6, warmup=5, eval_every=0)).train()
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = err.splitlines()
+    assert 2 <= len(lines) < 6 and all(line.startswith("train: ") for line in lines)
+    assert lines[-1].startswith("train: 100% 6/6 [") and "loss=" in lines[-1]
