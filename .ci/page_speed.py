@@ -109,6 +109,8 @@ def main() -> int:
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--repeat", type=int, default=3, help="fresh browsers per case; each number is their median")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat must be 1 or more, got {args.repeat}")
     site = ROOT / "_build" / "html"
     executable = chromium_path()
     if executable is None or not (site / "book" / "inside.html").is_file():
