@@ -509,7 +509,8 @@ class _Progress:
     """A training call's progress bar, and the lines a terminal shows above it (a lesson plots its history).
 
     Where stderr is a file (a sweep's log, ``train ... 2> log``), a redrawn bar would be one line of
-    carriage returns, megabytes long: there the progress is a plain line every ``PLAIN_EVERY`` seconds.
+    carriage returns, hundreds of kilobytes long: there the progress is a plain line every ``PLAIN_EVERY``
+    seconds.
     """
 
     PLAIN_EVERY = 60.0
