@@ -179,6 +179,38 @@ def test_an_empty_box_asks_for_a_sentence(site):
     assert status == "Type a sentence to translate first."
 
 
+def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
+    """A network failure while loading shows a line, and pressing Translate again loads the model."""
+    got = run(
+        site,
+        """(async () => {
+          const realFetch = window.fetch;
+          let failures = 1;
+          window.fetch = (url, ...rest) => {
+            if (String(url).endsWith("/model.json") && failures-- > 0) {
+              return Promise.reject(new TypeError("Failed to fetch"));
+            }
+            return realFetch(url, ...rest);
+          };
+          const status = document.getElementById("translator-status");
+          const button = document.getElementById("translator-button");
+          const until = (ok) => new Promise((resolve) => {
+            const poll = () => (ok() ? resolve() : setTimeout(poll, 20));
+            poll();
+          });
+          button.click();
+          await until(() => status.dataset.error && !button.disabled);
+          const failed = status.textContent;
+          button.click();
+          await until(() => status.dataset.done === "1");
+          const output = document.getElementById("translator-output").textContent;
+          return { failed, error: status.dataset.error ?? null, output };
+        })()""",
+    )
+    assert got["failed"] == "The translator could not run: Failed to fetch"
+    assert got["error"] is None and got["output"]
+
+
 # -- Look inside the translator (book/inside.md) ------------------------------------------------
 INSIDE = "book/inside.html"
 DE_EN_CHECKPOINT = Path(__file__).parent.parent / "results/multi30k/models/de_en.model_fp16.pt"  # what the site exports

@@ -123,26 +123,13 @@ export async function beamSearch(model, source, k, alpha) {
   return { steps, final, best };
 }
 
-// One load per direction, started as soon as the direction is chosen (the page opens with one), so
-// that the files are usually in by the time the reader presses Start. A failed load is forgotten,
-// so that pressing Start again retries it.
-const translators = new Map();
-function translator(direction) {
-  if (!translators.has(direction)) {
-    const loading = Translator.load(direction);
-    loading.catch(() => translators.delete(direction));
-    translators.set(direction, loading);
-  }
-  return translators.get(direction);
-}
-
 // Load the chosen direction in the background, and say when it is in, or why not, unless the reader
 // has already started (Start awaits the same load and reports it itself).
 function preload() {
   const direction = $("inside-direction").value;
   const idle = () => !state.source && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
   if (idle() && !$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)… You can type meanwhile.");
-  translator(direction).then(() => {
+  Translator.loadOnce(direction).then(() => {
     $("inside").dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
     if (idle()) say("The model is loaded: press Start, or type a sentence of your own first.");
   }, (error) => {
@@ -185,7 +172,7 @@ async function encode() {
   try {
     const direction = $("inside-direction").value;
     if (!$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)…");
-    const model = await translator(direction);
+    const model = await Translator.loadOnce(direction);
     const pieces = model.tokenizer.encode(text);
     if (pieces.length + 1 > MAX_SOURCE) {
       return say(`This page reads up to ${MAX_SOURCE} tokens, a sentence or two; yours has ${pieces.length + 1}. ` +

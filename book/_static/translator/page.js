@@ -4,13 +4,7 @@
 import { Translator } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
-const translators = new Map(); // direction -> Promise<Translator>, loaded on first use
 let last = null; // the latest result, redrawn when the layer or head changes
-
-function translator(direction) {
-  if (!translators.has(direction)) translators.set(direction, Translator.load(direction));
-  return translators.get(direction);
-}
 
 function describe(info) {
   const c = info.config;
@@ -85,8 +79,9 @@ async function run() {
   }
   $("translator-button").disabled = true;
   status.textContent = "Loading the model (about 10 MB, once)…";
+  delete status.dataset.error;
   try {
-    const model = await translator(direction);
+    const model = await Translator.loadOnce(direction); // loaded on first use; a failed load is tried again
     $("translator-model").textContent = describe(model.info);
     status.textContent = "Translating…";
     const result = await model.translate(text);

@@ -25,8 +25,21 @@ async function fetchJsonGz(url) {
 }
 
 const tokenizers = new Map(); // one per file: both directions may share it
+const loads = new Map(); // direction -> Promise<Translator>
 
 export class Translator {
+  // The direction's translator, loaded once and shared by whoever asks (a page may start the load
+  // when it opens and await it when the reader acts). A failed load is forgotten, so that asking
+  // again tries again.
+  static loadOnce(direction) {
+    if (!loads.has(direction)) {
+      const loading = Translator.load(direction);
+      loading.catch(() => loads.delete(direction));
+      loads.set(direction, loading);
+    }
+    return loads.get(direction);
+  }
+
   // Everything at once: the sessions start (and the runtime's WebAssembly compiles) while model.json
   // and the tokenizer arrive. "basic" graph optimisation (constant folding, no fusions): the sessions
   // start about 0.1 s sooner than with "all" on a 2-core machine, and each step is as fast.
