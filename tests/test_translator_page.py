@@ -258,6 +258,35 @@ def inside_site(site):
     return site
 
 
+def test_the_inside_page_says_when_a_load_failed_and_start_tries_again(inside_site):
+    """A model that fails to load in the background says so with what to do; Start then loads it."""
+    got = inside(
+        inside_site,
+        """
+        const realFetch = window.fetch;
+        let failures = 1;
+        window.fetch = (url, ...rest) => {
+          if (String(url).endsWith("/en_de/model.json") && failures-- > 0) {
+            return Promise.reject(new TypeError("Failed to fetch"));
+          }
+          return realFetch(url, ...rest);
+        };
+        $("inside-direction").value = "en_de";
+        $("inside-direction").dispatchEvent(new Event("change"));
+        await new Promise((resolve) => {
+          const poll = () => ($("inside-status").classList.contains("inside-error") ? resolve() : setTimeout(poll, 20));
+          poll();
+        });
+        const failed = $("inside-status").textContent;
+        $("inside-input").value = "A dog runs on the beach.";
+        await press("inside-encode");
+        return { failed, error: $("inside-status").classList.contains("inside-error"), bars: bars().length };
+        """,
+    )
+    assert got["failed"] == "The model could not load (Failed to fetch); press Start to try again."
+    assert not got["error"] and got["bars"] == 10
+
+
 def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
     """No click needed: the default direction's model loads on opening, the other's when it is chosen."""
     got = inside(
