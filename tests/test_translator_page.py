@@ -179,6 +179,20 @@ def test_an_empty_box_asks_for_a_sentence(site):
     assert status == "Type a sentence to translate first."
 
 
+def test_the_model_loads_while_the_reader_reads(site):
+    """No click needed: the page loads the chosen direction's model when it opens, and says so."""
+    status = run(
+        site,
+        """new Promise((resolve) => {
+          const status = document.getElementById("translator-status");
+          const poll = () => (status.textContent.startsWith("The model is loaded") ? resolve(status.textContent)
+            : setTimeout(poll, 20));
+          poll();
+        })""",
+    )
+    assert status == "The model is loaded: press Translate, or type a sentence of your own first."
+
+
 def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
     """A network failure while loading shows a line, and pressing Translate again loads the model."""
     got = run(
@@ -187,13 +201,16 @@ def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
           const realFetch = window.fetch;
           let failures = 1;
           window.fetch = (url, ...rest) => {
-            if (String(url).endsWith("/model.json") && failures-- > 0) {
+            if (String(url).endsWith("/en_de/model.json") && failures-- > 0) {
               return Promise.reject(new TypeError("Failed to fetch"));
             }
             return realFetch(url, ...rest);
           };
           const status = document.getElementById("translator-status");
           const button = document.getElementById("translator-button");
+          const select = document.getElementById("translator-direction");
+          select.value = "en_de";
+          select.dispatchEvent(new Event("change"));  // starts the load that fails; Translate awaits it
           const until = (ok) => new Promise((resolve) => {
             const poll = () => (ok() ? resolve() : setTimeout(poll, 20));
             poll();

@@ -81,7 +81,7 @@ async function run() {
   status.textContent = "Loading the model (about 10 MB, once)…";
   delete status.dataset.error;
   try {
-    const model = await Translator.loadOnce(direction); // loaded on first use; a failed load is tried again
+    const model = await Translator.loadOnce(direction); // usually in already; a failed load is tried again
     $("translator-model").textContent = describe(model.info);
     status.textContent = "Translating…";
     const result = await model.translate(text);
@@ -108,8 +108,21 @@ const EXAMPLES = {
   en_de: "Two young men are playing soccer on a green field while a dog sleeps next to them.",
 };
 
+// Load the chosen direction while the reader reads or types, and say when it is in, unless a
+// translation has started (Translate awaits the same load, and reports a failure and tries again).
+function preload() {
+  const direction = $("translator-direction").value;
+  const status = $("translator-status");
+  const idle = () => !$("translator-button").disabled && !status.dataset.done && !status.dataset.error &&
+    $("translator-direction").value === direction;
+  Translator.loadOnce(direction).then(() => {
+    if (idle()) status.textContent = "The model is loaded: press Translate, or type a sentence of your own first.";
+  }, () => {});
+}
+
 $("translator-direction").addEventListener("change", () => {
   $("translator-input").value = EXAMPLES[$("translator-direction").value];
+  preload();
 });
 $("translator-button").addEventListener("click", run);
 $("translator-input").addEventListener("keydown", (event) => {
@@ -119,3 +132,4 @@ $("translator-layer").addEventListener("change", drawHeatmap);
 $("translator-head").addEventListener("change", drawHeatmap);
 $("translator-input").value = EXAMPLES[$("translator-direction").value];
 $("translator-button").disabled = false;
+preload();
