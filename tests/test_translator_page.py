@@ -193,19 +193,24 @@ def test_the_model_loads_while_the_reader_reads(site):
     assert status == "The model is loaded: press Translate, or type a sentence of your own first."
 
 
+# A page script: the next fetch of English→German's model.json fails, as on a dropped connection.
+FAIL_EN_DE_LOAD_ONCE = """
+const realFetch = window.fetch;
+let failures = 1;
+window.fetch = (url, ...rest) => {
+  const fail = String(url).endsWith("/en_de/model.json") && failures-- > 0;
+  return fail ? Promise.reject(new TypeError("Failed to fetch")) : realFetch(url, ...rest);
+};
+"""
+
+
 def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
     """A network failure while loading shows a line, and pressing Translate again loads the model."""
     got = run(
         site,
-        """(async () => {
-          const realFetch = window.fetch;
-          let failures = 1;
-          window.fetch = (url, ...rest) => {
-            if (String(url).endsWith("/en_de/model.json") && failures-- > 0) {
-              return Promise.reject(new TypeError("Failed to fetch"));
-            }
-            return realFetch(url, ...rest);
-          };
+        "(async () => {"
+        + FAIL_EN_DE_LOAD_ONCE
+        + """
           const status = document.getElementById("translator-status");
           const button = document.getElementById("translator-button");
           const select = document.getElementById("translator-direction");
@@ -279,15 +284,8 @@ def test_the_inside_page_says_when_a_load_failed_and_start_tries_again(inside_si
     """A model that fails to load in the background says so with what to do; Start then loads it."""
     got = inside(
         inside_site,
-        """
-        const realFetch = window.fetch;
-        let failures = 1;
-        window.fetch = (url, ...rest) => {
-          if (String(url).endsWith("/en_de/model.json") && failures-- > 0) {
-            return Promise.reject(new TypeError("Failed to fetch"));
-          }
-          return realFetch(url, ...rest);
-        };
+        FAIL_EN_DE_LOAD_ONCE
+        + """
         $("inside-direction").value = "en_de";
         $("inside-direction").dispatchEvent(new Event("change"));
         await new Promise((resolve) => {
