@@ -34,10 +34,15 @@ def configured() -> tuple[str, str]:
     return match.group(1), repository["branch"]
 
 
-def site(repo: str) -> str:
-    """Where GitHub Pages publishes the repository owner/name."""
+def pages(repo: str) -> str:
+    """Where GitHub Pages publishes the repository owner/name, as host/path: owner.github.io/name."""
     owner, name = repo.split("/")
-    return f"https://{owner}.github.io/{name}/"
+    return f"{owner}.github.io/{name}"
+
+
+def site(repo: str) -> str:
+    """The site's address, as html.baseurl holds it."""
+    return f"https://{pages(repo)}/"
 
 
 def files() -> list[Path]:
@@ -79,7 +84,7 @@ def set_repository(url: str) -> None:
         text = path.read_text()
         new = text.replace(f"github.com/{old}", f"github.com/{match.group(1)}")
         new = new.replace(f"google.com/github/{old}/", f"google.com/github/{match.group(1)}/")  # Colab links
-        new = new.replace(site(old)[len("https://") : -1], site(match.group(1))[len("https://") : -1])  # the site
+        new = new.replace(pages(old), pages(match.group(1)))  # the site
         if new != text:
             path.write_text(new)
 

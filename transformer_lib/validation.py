@@ -40,7 +40,13 @@ def _matches(value: object, kind: object) -> bool:
     return True  # a type this module does not check
 
 
-PLURAL = {bool: "true or false values", int: "integers", float: "numbers", str: "strings"}
+# How a message names one value of a type, and several: "must be an integer", "a list of integers".
+NAMES = {
+    bool: ("true or false", "true or false values"),
+    int: ("an integer", "integers"),
+    float: ("a number", "numbers"),
+    str: ("a string", "strings"),
+}
 
 
 def _describe(kind: object) -> str:
@@ -52,9 +58,9 @@ def _describe(kind: object) -> str:
     if origin is tuple:
         args = typing.get_args(kind)
         if len(args) == 2 and args[1] is Ellipsis:
-            return f"a list of {PLURAL.get(args[0], _describe(args[0]))}"
+            return f"a list of {NAMES[args[0]][1] if args[0] in NAMES else _describe(args[0])}"
         return f"a list of {len(args)}: " + ", ".join(map(_describe, args))
-    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(kind, str(kind))
+    return NAMES[kind][0] if kind in NAMES else str(kind)
 
 
 def check_fields(obj: object) -> None:
