@@ -99,7 +99,7 @@ NAMES = [
     "token_batches",
     "tokenized_bleu",
 ]
-COMMANDS = ["train", "evaluate", "translate", "score", "sweep", "pack", "export-onnx", "grade"]
+COMMANDS = ["train", "evaluate", "translate", "score", "sweep", "pack", "export-onnx", "assign", "grade"]
 
 
 @pytest.mark.parametrize("name", NAMES)

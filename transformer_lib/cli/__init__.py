@@ -5,7 +5,8 @@ For example::
     python -m transformer_lib train --config multi30k_de_en_small      # a packaged config, or a path
     python -m transformer_lib evaluate --checkpoint runs/NAME/checkpoint.pt --split test_2016_flickr
     python -m transformer_lib translate --checkpoint runs/NAME/checkpoint.pt < input.txt > output.txt
-    python -m transformer_lib grade learner/04_attention.ipynb      # the exercises' checks, as a table
+    python -m transformer_lib assign assignments --out _build/assignments   # Otter: student, solution, autograder
+    python -m transformer_lib grade _build/assignments/a2_attention/autograder/autograder.zip submissions/ --csv a2.csv
     python -m transformer_lib export-onnx runs/NAME exported/de_en  # ONNX files for a browser (book: translator)
     torchrun --standalone --nproc_per_node=4 -m transformer_lib train --config ...   # several GPUs
 
@@ -353,12 +354,19 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
     print(f"exported to {out}: {sizes}")
 
 
-def cmd_grade(args: argparse.Namespace) -> None:
-    from transformer_lib.coursework import grading  # needs nbclient, which the book's requirements install
+def cmd_assign(args: argparse.Namespace) -> None:
+    from transformer_lib.coursework import grading  # Otter-Grader, which the book's requirements install
 
-    if args.timeout < 1:
-        raise InvalidValue(f"--timeout must be at least 1 second, got {args.timeout}")
-    print(grading.table(grading.grade(args.notebooks, args.timeout)))
+    for folder in grading.build(args.folder, args.out, run_tests=args.run_tests):
+        print(f"{folder}: student/{folder.name}.ipynb, autograder/{folder.name}.ipynb (the solution), autograder.zip")
+
+
+def cmd_grade(args: argparse.Namespace) -> None:
+    from transformer_lib.coursework import grading
+
+    print(grading.table(grading.grade(args.autograder, args.submissions, args.csv, args.timeout)))
+    if args.csv:
+        print(f"written to {args.csv}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -399,9 +407,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("checkpoint", help="a run folder or its checkpoint.pt")
     p.add_argument("out", help="the folder to write")
     p.add_argument("--precision", default="fp16", choices=EXPORT_PRECISIONS, help="weights (default fp16)")
-    p = sub.add_parser("grade", help="run learners' notebooks and tabulate which exercise checks pass")
-    p.add_argument("notebooks", nargs="+", help="the notebooks (.ipynb) to run")
-    p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
+    p = sub.add_parser("assign", help="build every assignment: student notebook, solution, autograder zip (Otter)")
+    p.add_argument("folder", nargs="?", default="assignments", help="the assignments' folder (default assignments)")
+    p.add_argument("--out", default="_build/assignments", help="where to write them (default _build/assignments)")
+    p.add_argument("--run-tests", action="store_true", help="also run each solution against its tests (Otter)")
+    p = sub.add_parser("grade", help="grade submissions with an assignment's autograder zip (Otter), into a CSV")
+    p.add_argument("autograder", help="the assignment's autograder.zip (from the assign command)")
+    p.add_argument("submissions", nargs="+", help="notebooks (.ipynb), zips, or folders of them")
+    p.add_argument("--csv", help="write points per question and submission to this CSV file")
+    p.add_argument("--timeout", type=int, default=900, help="seconds one submission may take to grade (default 900)")
     for name in ("train", "evaluate", "translate", "sweep"):
         p = sub.choices[name]
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
@@ -414,6 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "score": cmd_score,
             "sweep": cmd_sweep,
             "pack": cmd_pack,
+            "assign": cmd_assign,
             "grade": cmd_grade,
             "export-onnx": cmd_export_onnx,
         }

@@ -2,16 +2,13 @@
 
 Each check compares a learner's answer with an independent reference (a formula, or the
 package's tested module) on inputs chosen so that the typical mistakes show, and names the
-mistake it recognises in one line. An exercise without a check is marked *(open-ended)* in its
-lesson. ``python -m transformer_lib grade NOTEBOOK`` runs a learner's notebook and tabulates
-every check it called (the checks report to the file named by ``GRADE_LOG_ENV``).
+mistake it recognises in one line, with the helpers of :mod:`.checks` that the assignments'
+tests use too. An exercise without a check is marked *(open-ended)* in its lesson.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,14 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from transformer_lib.coursework.checks import Wrong, close, gap, inputs, tensor_of
 from transformer_lib.errors import InvalidValue
 from transformer_lib.special_tokens import PAD_ID, UNK_ID
-
-GRADE_LOG_ENV = "TRANSFORMER_LIB_GRADE_LOG"  # set by the grade command: one JSON line per check called
-
-
-class Wrong(Exception):
-    """Raised inside a check: the answer is wrong, and the message says how."""
 
 
 @dataclass(frozen=True)
@@ -76,10 +68,6 @@ def check(exercise: str, *answer: Any) -> Result:
         result = Result(exercise, False, str(wrong))
     except Exception as error:  # the learner's code failed: say so in one line, as the check's verdict
         result = Result(exercise, False, f"your answer raised {type(error).__name__}: {error}")
-    log = os.environ.get(GRADE_LOG_ENV)
-    if log:
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"exercise": exercise, "passed": result.passed, "message": result.message}) + "\n")
     return result
 
 
@@ -91,28 +79,6 @@ def _number(answer: Any, what: str) -> float:
     if isinstance(answer, bool) or not isinstance(answer, (int, float)):
         raise Wrong(f"expected {what} as a number, got {type(answer).__name__}")
     return float(answer)
-
-
-def _tensor(out: Any, shape: tuple[int, ...], what: str) -> Tensor:
-    if isinstance(out, tuple):  # (output, weights), as scaled_dot_product_attention returns
-        out = out[0]
-    if not isinstance(out, Tensor):
-        raise Wrong(f"{what} should return a tensor, got {type(out).__name__}")
-    if tuple(out.shape) != shape:
-        raise Wrong(f"{what} returned shape {tuple(out.shape)}, expected {shape}")
-    return out
-
-
-def _close(a: Tensor, b: Tensor, atol: float = 1e-5) -> bool:
-    return bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
-
-
-def _gap(a: Tensor, b: Tensor) -> str:
-    return f"{(a.double() - b.double()).abs().max().item():.3g}"
-
-
-def _inputs(*shape: int, seed: int = 0, scale: float = 1.0) -> Tensor:
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
 
 
 def _reference_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, tau: float = 1.0) -> Tensor:
@@ -180,33 +146,33 @@ def _longest_wavelength(wavelength: Any) -> str:
 
 @_exercise("04.1", "Attention with a temperature: softmax(QKᵀ / (τ√d_k)) V")
 def _temperature(attention_with_temperature: Any) -> str:
-    q, k, v = _inputs(2, 5, 16, seed=1, scale=2), _inputs(2, 7, 16, seed=2, scale=2), _inputs(2, 7, 8, seed=3)
+    q, k, v = inputs(2, 5, 16, seed=1, scale=2), inputs(2, 7, 16, seed=2, scale=2), inputs(2, 7, 8, seed=3)
     for tau in (0.1, 1.0, 10.0):
-        out = _tensor(attention_with_temperature(q, k, v, tau), (2, 5, 8), "attention_with_temperature(q, k, v, tau)")
+        out = tensor_of(attention_with_temperature(q, k, v, tau), (2, 5, 8), "attention_with_temperature(q, k, v, tau)")
         expected = _reference_attention(q, k, v, tau=tau)
-        if _close(out, expected):
+        if close(out, expected):
             continue
-        if tau != 1.0 and _close(out, _reference_attention(q, k, v, tau=1 / tau)):
+        if tau != 1.0 and close(out, _reference_attention(q, k, v, tau=1 / tau)):
             raise Wrong(f"at τ = {tau:g} the scores are multiplied by τ: divide them by τ√d_k")
-        if _close(out, _reference_attention(q * math.sqrt(16), k, v, tau=tau)):
+        if close(out, _reference_attention(q * math.sqrt(16), k, v, tau=tau)):
             raise Wrong(f"at τ = {tau:g} the scores miss the 1/√d_k scale")
-        raise Wrong(f"at τ = {tau:g} the output differs from softmax(QKᵀ/(τ√d_k))V by up to {_gap(out, expected)}")
+        raise Wrong(f"at τ = {tau:g} the output differs from softmax(QKᵀ/(τ√d_k))V by up to {gap(out, expected)}")
     return "τ = 0.1, 1 and 10 all agree with softmax(QKᵀ/(τ√d_k))V"
 
 
 @_exercise("04.2", "Masking by adding a large negative number instead of masked_fill(-inf)")
 def _additive_mask(additive_attention: Any) -> str:
-    q, k, v = _inputs(3, 6, 16, seed=4), _inputs(3, 6, 16, seed=5), _inputs(3, 6, 8, seed=6)
-    mask = _inputs(3, 6, 6, seed=7) > 0
+    q, k, v = inputs(3, 6, 16, seed=4), inputs(3, 6, 16, seed=5), inputs(3, 6, 8, seed=6)
+    mask = inputs(3, 6, 6, seed=7) > 0
     mask[..., 0], mask[..., 1] = True, False  # every row keeps a key, and so does the flipped mask
-    out = _tensor(additive_attention(q, k, v, mask), (3, 6, 8), "additive_attention(q, k, v, mask)")
-    if _close(out, _reference_attention(q, k, v, mask)):
+    out = tensor_of(additive_attention(q, k, v, mask), (3, 6, 8), "additive_attention(q, k, v, mask)")
+    if close(out, _reference_attention(q, k, v, mask)):
         return "equal to masked_fill(-inf) to rounding in float32"
-    if _close(out, _reference_attention(q, k, v, ~mask)):
+    if close(out, _reference_attention(q, k, v, ~mask)):
         raise Wrong("the constant goes where the mask is True; in this package True means 'may attend'")
-    if _close(out, _reference_attention(q, k, v)):
+    if close(out, _reference_attention(q, k, v)):
         raise Wrong("the output ignores the mask: add the large negative number to the masked scores")
-    raise Wrong(f"the output differs from masked attention by up to {_gap(out, _reference_attention(q, k, v, mask))}")
+    raise Wrong(f"the output differs from masked attention by up to {gap(out, _reference_attention(q, k, v, mask))}")
 
 
 @_exercise("05.2", "An input on which one full-width head and 8 heads with the same weights differ")
@@ -246,19 +212,19 @@ def _no_bias_parameters(count: Any) -> str:
 
 @_exercise("06.3", "RMSNorm: divide by the root-mean-square over the features, no mean subtracted")
 def _rms_norm(rms_norm: Any) -> str:
-    x = _inputs(4, 7, 32, seed=8) + 3.0  # a mean far from zero shows a subtracted mean
-    out = _tensor(rms_norm(x), (4, 7, 32), "rms_norm(x)")
+    x = inputs(4, 7, 32, seed=8) + 3.0  # a mean far from zero shows a subtracted mean
+    out = tensor_of(rms_norm(x), (4, 7, 32), "rms_norm(x)")
     expected = x / x.pow(2).mean(-1, keepdim=True).sqrt()
-    if _close(out, expected, atol=1e-4):
+    if close(out, expected, atol=1e-4):
         centred = x - x.mean(-1, keepdim=True)
         return "matches x / √mean(x²); on inputs of mean 0 it is LayerNorm: " + (
-            "yes" if _close(rms_norm(centred), F.layer_norm(centred, (32,)), atol=1e-4) else "no"
+            "yes" if close(rms_norm(centred), F.layer_norm(centred, (32,)), atol=1e-4) else "no"
         )
-    if _close(out, F.layer_norm(x, (32,)), atol=1e-4):
+    if close(out, F.layer_norm(x, (32,)), atol=1e-4):
         raise Wrong("your output subtracts the mean: that is LayerNorm; RMSNorm only divides by √mean(x²)")
-    if _close(out, x / x.pow(2).mean(-2, keepdim=True).sqrt(), atol=1e-4):
+    if close(out, x / x.pow(2).mean(-2, keepdim=True).sqrt(), atol=1e-4):
         raise Wrong("normalised over positions: RMSNorm averages over the last dimension, the features")
-    raise Wrong(f"rms_norm(x) differs from x / √mean(x²) by up to {_gap(out, expected)}")
+    raise Wrong(f"rms_norm(x) differs from x / √mean(x²) by up to {gap(out, expected)}")
 
 
 @_exercise("07.2", "The parameters of one base decoder layer (d_model 512, 8 heads, d_ff 2048)")
@@ -318,7 +284,7 @@ def _schedule(rate: Any) -> str:
 def _sampling(sample: Any) -> str:
     logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -3.0]).repeat(20_000, 1)  # (batch, vocab)
     for tau in (0.5, 2.0):
-        ids = _tensor(sample(logits, tau), (20_000,), "sample(logits, tau)")
+        ids = tensor_of(sample(logits, tau), (20_000,), "sample(logits, tau)")
         if ids.dtype not in (torch.int64, torch.int32) or ids.min() < 0 or ids.max() >= 5:
             raise Wrong(f"sample(logits, tau) should return token ids in [0, 5), got {ids.dtype} {ids.unique()[:5]}")
         frequencies = torch.bincount(ids.long(), minlength=5).double() / len(ids)
@@ -334,18 +300,18 @@ def _sampling(sample: Any) -> str:
 
 @_exercise("12.3", "Causal linear attention with a running sum")
 def _causal_linear_attention(attend: Any) -> str:
-    q, k, v = _inputs(2, 9, 8, seed=9), _inputs(2, 9, 8, seed=10), _inputs(2, 9, 4, seed=11)
-    out = _tensor(attend(q, k, v), (2, 9, 4), "causal_linear_attention(q, k, v)")
+    q, k, v = inputs(2, 9, 8, seed=9), inputs(2, 9, 8, seed=10), inputs(2, 9, 4, seed=11)
+    out = tensor_of(attend(q, k, v), (2, 9, 4), "causal_linear_attention(q, k, v)")
     scores = (F.elu(q) + 1) @ (F.elu(k) + 1).transpose(-2, -1)  # (batch, n, n), all positive
     scores = scores * torch.ones(9, 9).tril()
     expected = (scores @ v) / scores.sum(-1, keepdim=True)
-    if _close(out, expected):
+    if close(out, expected):
         return "equal to the quadratic form with a causal mask"
     k_later = k.clone()
     k_later[:, 5:] += 1.0
-    if not _close(attend(q, k_later, v)[..., :5, :], out[..., :5, :]):
+    if not close(attend(q, k_later, v)[..., :5, :], out[..., :5, :]):
         raise Wrong("changing keys after position 4 changes earlier outputs: the sums must stop at position i")
-    raise Wrong(f"differs from the causal quadratic form (φ = elu + 1) by up to {_gap(out, expected)}")
+    raise Wrong(f"differs from the causal quadratic form (φ = elu + 1) by up to {gap(out, expected)}")
 
 
 @_exercise("13.7", "BERT's corruption: 15 % chosen, then 80 % <mask>, 10 % random, 10 % unchanged")
@@ -354,8 +320,8 @@ def _bert_masking(corrupt: Any) -> str:
     tokens = torch.randint(5, vocab_size, (200, 500), generator=torch.Generator().manual_seed(0))
     tokens[:, -20:] = 0  # padding
     inputs, labels = corrupt(tokens, mask_id, vocab_size, protected, torch.Generator().manual_seed(1))
-    inputs = _tensor(inputs, tuple(tokens.shape), "the inputs")
-    labels = _tensor(labels, tuple(tokens.shape), "the labels")
+    inputs = tensor_of(inputs, tuple(tokens.shape), "the inputs")
+    labels = tensor_of(labels, tuple(tokens.shape), "the labels")
     chosen = labels != PAD_ID
     if (labels[chosen] != tokens[chosen]).any():
         raise Wrong("labels must hold the original token at chosen positions and PAD_ID elsewhere")

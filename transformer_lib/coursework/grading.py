@@ -1,110 +1,235 @@
-"""Grade learners' notebooks: run each one and tabulate the exercise checks it called.
+"""Build the assignments with Otter-Grader and grade a folder of submissions into one CSV.
 
-For example::
+Otter does the work: ``otter assign`` turns each master notebook into a student notebook, a
+solution and an autograder zip (the one Gradescope takes), and ``otter run`` grades a submission
+on this machine without Docker. This module adds what a course needs around them:
 
-    python -m transformer_lib grade alice/04_attention.ipynb bob/04_attention.ipynb
-
-Each notebook runs top to bottom in a fresh kernel, in its own folder, with every cell run even
-after one fails (a broken exercise must not hide the next one's result). The checks it calls
-(:func:`transformer_lib.coursework.exercises.check`) report to a log named by ``GRADE_LOG_ENV``; a lesson's
-checked exercises that the notebook never called are listed as not attempted. The notebook file
-itself is left as it was.
+* :func:`build`: every assignment of a folder in one call;
+* :func:`grade`: ``otter run`` over many submissions, each in its own process under a time limit,
+  into a CSV of points per question and student. A submission that cannot be graded (its kernel
+  hangs in C code, say) gets zero with the reason, and the next one is graded;
+* :class:`CellTimeLimit`: an Otter plugin that stops any cell of a submission after a number of
+  seconds (an endless loop), so the rest of the notebook still runs and is graded. Each test's
+  call into a learner's code has its own, shorter limit (:func:`.checks.call`).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
-import re
+import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_lib.coursework.exercises import EXERCISES, GRADE_LOG_ENV
 from transformer_lib.errors import InvalidValue, MissingFile
+
+CELL_SECONDS = 60  # any one cell of a submission, when graded
+SUBMISSION_SECONDS = 900  # the whole submission: what is left is graded zero with the reason
+
+# Run in the grading kernel before the submission's first cell: every cell the learner wrote runs
+# under an alarm; Otter's own cells (they call .check or name otter) are left alone, their tests
+# being limited call by call.
+_LIMIT_CELL = """\
+import signal as _tl_signal
+def _tl_stop(signum, frame):
+    raise TimeoutError("this cell ran for more than {seconds} s and was stopped (an endless loop?)")
+def _tl_start(info):
+    source = getattr(info, "raw_cell", "") or ""
+    if ".check(" not in source and "otter" not in source:
+        _tl_signal.setitimer(_tl_signal.ITIMER_REAL, {seconds})
+def _tl_end(result):
+    _tl_signal.setitimer(_tl_signal.ITIMER_REAL, 0)
+if hasattr(_tl_signal, "setitimer"):
+    _tl_signal.signal(_tl_signal.SIGALRM, _tl_stop)
+    get_ipython().events.register("pre_run_cell", _tl_start)
+    get_ipython().events.register("post_run_cell", _tl_end)
+"""
+
+
+def _plugin_base() -> type:
+    try:
+        from otter.plugins import AbstractOtterPlugin
+    except ImportError:  # this module still imports without Otter; only grading needs it
+        return object
+    return AbstractOtterPlugin
+
+
+class CellTimeLimit(_plugin_base()):
+    """Otter plugin: stop a submission's cell after ``seconds`` (plugin config; default CELL_SECONDS)."""
+
+    def before_execution(self, submission):
+        import nbformat
+
+        seconds = int((getattr(self, "plugin_config", None) or {}).get("seconds", CELL_SECONDS))
+        submission.cells.insert(0, nbformat.v4.new_code_cell(_LIMIT_CELL.format(seconds=seconds)))
+        return submission
+
+
+def _otter() -> list[str]:
+    """The command that runs Otter-Grader with this Python, or one line saying how to install it."""
+    try:
+        import otter  # noqa: F401
+    except ImportError:
+        raise MissingFile(
+            "assignments are built and graded with Otter-Grader: pip install -r requirements.txt"
+        ) from None
+    return [sys.executable, "-m", "otter"]
+
+
+def masters(folder: str | os.PathLike) -> list[Path]:
+    """The master notebook of each assignment: one ``.ipynb`` in each subfolder, in name order."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise MissingFile(f"no folder {root}: give the folder that holds the assignments (assignments/)")
+    found = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        notebooks = sorted(sub.glob("*.ipynb"))
+        if len(notebooks) != 1:
+            raise InvalidValue(f"{sub} should hold one master notebook, found {len(notebooks)}")
+        found.append(notebooks[0])
+    if not found:
+        raise MissingFile(f"no assignments in {root}: each is a folder with one master notebook")
+    return found
+
+
+def build(folder: str | os.PathLike, out: str | os.PathLike, run_tests: bool = False) -> list[Path]:
+    """``otter assign`` every master of ``folder`` into ``out/<assignment>/`` (student/ and autograder/).
+
+    Each assignment is built into a temporary folder and renamed into place when Otter succeeded,
+    so ``out`` never holds half an assignment. Returns the assignments' output folders. With
+    ``run_tests`` Otter also runs each solution against its tests (the capstone's needs the
+    student's translations file beside it); ``.ci/assignments.py`` grades every solution instead.
+    """
+    command, built = _otter(), []
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for master in masters(folder):
+        target = out / master.parent.name
+        with tempfile.TemporaryDirectory(dir=out) as scratch:
+            result = subprocess.run(
+                [*command, "assign", "--no-pdfs", *([] if run_tests else ["--no-run-tests"]), str(master), scratch],
+                capture_output=True,
+                text=True,
+            )
+            if result.returncode:
+                lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+                raise InvalidValue(f"otter assign {master} failed: {lines[-1] if lines else 'no message'}")
+            zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
+            Path(scratch, "autograder", zips[0].name).rename(Path(scratch, "autograder", "autograder.zip"))
+            if target.exists():
+                shutil.rmtree(target)
+            Path(scratch).rename(target)
+            Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
+        built.append(target)
+    return built
 
 
 @dataclass(frozen=True)
-class Row:
-    """One line of the grade table."""
+class Score:
+    """One question of one submission."""
 
-    notebook: str
-    exercise: str
-    status: str  # "pass", "not yet", "not attempted", or "error" for a notebook that did not run
-    message: str
-
-
-def _lesson(path: Path) -> str | None:
-    """ "04" for 04_attention.ipynb (or alice_04_attention.ipynb): whose checks to expect."""
-    match = re.search(r"(?:^|_)(\d\d)_", path.name)
-    return match.group(1) if match else None
+    submission: str
+    question: str
+    points: float
+    possible: float
+    message: str  # the first line of what failed, or "passed"
 
 
-def run_notebook(path: Path, timeout: int) -> tuple[list[dict], int]:
-    """Execute a copy of the notebook; return the checks it called (in order) and how many cells raised."""
-    try:
-        import nbformat
-        from nbclient import NotebookClient
-    except ImportError:
-        raise MissingFile("grading runs notebooks with nbclient: pip install nbclient ipykernel") from None
-    notebook = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory() as folder:
-        log = Path(folder) / "checks.jsonl"
-        log.touch()
-        previous = os.environ.get(GRADE_LOG_ENV)
-        os.environ[GRADE_LOG_ENV] = str(log)  # the kernel inherits it
+def _first_failure(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("AssertionError", "Wrong", "TimeoutError")) or "Error:" in line:
+            return line
+    return lines[-1] if lines else ""
+
+
+def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS) -> list[Score]:
+    """``otter run`` one submission in its own process; every question's points, or zero and why."""
+    with tempfile.TemporaryDirectory() as out:
         try:
-            client = NotebookClient(
-                notebook, timeout=timeout, allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
+            result = subprocess.run(
+                [*_otter(), "run", "--no-logo", "-a", str(autograder), "-o", out, str(submission)],
+                capture_output=True,
+                text=True,
+                timeout=seconds,
             )
-            client.execute(stderr=subprocess.DEVNULL)  # the kernel's own start-up warnings are not the learner's
-        finally:
-            if previous is None:
-                del os.environ[GRADE_LOG_ENV]
-            else:
-                os.environ[GRADE_LOG_ENV] = previous
-        checks = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line]
-    errors = sum(  # a cell tagged raises-exception shows an error on purpose (the lessons have some)
-        any(output.get("output_type") == "error" for output in cell.get("outputs", []))
-        for cell in notebook.cells
-        if cell.cell_type == "code" and "raises-exception" not in cell.metadata.get("tags", [])
-    )
-    return checks, errors
+            failed = "" if result.returncode == 0 else (result.stderr.strip().splitlines() or ["no message"])[-1]
+        except subprocess.TimeoutExpired:
+            failed = f"grading stopped after {seconds} s"
+        results = Path(out, "results.json")
+        if failed or not results.exists():
+            return [Score(submission.name, "-", 0.0, 0.0, f"not graded: {failed or 'Otter wrote no results'}")]
+        tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
+    scores = []
+    for test in tests:
+        if test.get("max_score") is None:  # Otter's summary of the public tests: no points of its own
+            continue
+        points, possible = float(test.get("score") or 0), float(test["max_score"])
+        message = "passed" if points == possible else _first_failure(test.get("output") or "")
+        scores.append(Score(submission.name, test["name"], points, possible, message))
+    return scores
 
 
-def grade(paths: list[str | os.PathLike], timeout: int = 600) -> list[Row]:
-    """Run every notebook and return the table's rows: one per checked exercise of its lesson."""
-    rows: list[Row] = []
+def submissions_in(paths: list[str | os.PathLike]) -> list[Path]:
+    """The submissions named, a folder standing for every notebook and zip in it."""
+    found: list[Path] = []
     for raw in paths:
         path = Path(raw)
-        if path.suffix != ".ipynb":
-            raise InvalidValue(f"{path} is not a notebook (.ipynb)")
-        if not path.is_file():
-            raise MissingFile(f"no notebook {path}")
-        checks, errors = run_notebook(path, timeout)
-        last = {check["exercise"]: check for check in checks}  # a learner may try again: the last try counts
-        lesson = _lesson(path)
-        expected = [e for e in EXERCISES if lesson and e.startswith(lesson + ".")]
-        for exercise in sorted(set(expected) | set(last)):
-            if exercise in last:
-                status = "pass" if last[exercise]["passed"] else "not yet"
-                rows.append(Row(path.name, exercise, status, last[exercise]["message"]))
-            else:
-                rows.append(Row(path.name, exercise, "not attempted", EXERCISES[exercise].title))
-        if errors:
-            rows.append(Row(path.name, "-", "error", f"{errors} cell(s) raised an error; the rest still ran"))
-    return rows
+        if path.is_dir():
+            found += sorted(p for p in path.iterdir() if p.suffix in (".ipynb", ".zip"))
+        elif path.suffix not in (".ipynb", ".zip"):
+            raise InvalidValue(f"{path} is not a submission: give notebooks (.ipynb), zips or folders of them")
+        elif not path.is_file():
+            raise MissingFile(f"no submission {path}")
+        else:
+            found.append(path)
+    if not found:
+        raise MissingFile(f"no submissions (.ipynb or .zip) in {', '.join(map(str, paths))}")
+    return found
 
 
-def table(rows: list[Row]) -> str:
-    """The rows as an aligned text table, with a total of passes per notebook."""
-    lines = [("notebook", "exercise", "status", "message")]
-    for notebook in dict.fromkeys(r.notebook for r in rows):  # each notebook's rows, then its total
-        mine = [r for r in rows if r.notebook == notebook]
-        lines += [(r.notebook, r.exercise, r.status, r.message) for r in mine]
-        passed = sum(r.status == "pass" for r in mine)
-        lines.append((notebook, "total", f"{passed}/{sum(r.exercise != '-' for r in mine)} pass", ""))
+def grade(
+    autograder: str | os.PathLike,
+    submissions: list[str | os.PathLike],
+    csv_path: str | os.PathLike | None = None,
+    seconds: int = SUBMISSION_SECONDS,
+) -> list[Score]:
+    """Grade every submission with the autograder zip; write the scores as CSV when ``csv_path`` is given."""
+    autograder = Path(autograder)
+    if autograder.suffix != ".zip" or not autograder.is_file():
+        raise MissingFile(f"no autograder zip {autograder}: build it with python -m transformer_lib assign")
+    if seconds < 1:
+        raise InvalidValue(f"the time limit must be at least 1 second, got {seconds}")
+    paths = submissions_in(submissions)
+    scores = [score for path in paths for score in grade_one(autograder, path, seconds)]
+    if csv_path is not None:
+        write_csv(scores, Path(csv_path))
+    return scores
+
+
+def write_csv(scores: list[Score], path: Path) -> None:
+    """One row per submission and question; written to a temporary name, then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", "question", "points", "possible", "message"])
+        writer.writerows([s.submission, s.question, f"{s.points:g}", f"{s.possible:g}", s.message] for s in scores)
+    partial.replace(path)
+
+
+def table(scores: list[Score]) -> str:
+    """The scores as an aligned text table, with each submission's total."""
+    lines = [("submission", "question", "points", "message")]
+    for name in dict.fromkeys(s.submission for s in scores):
+        mine = [s for s in scores if s.submission == name]
+        lines += [(name, s.question, f"{s.points:g}/{s.possible:g}", s.message) for s in mine]
+        lines.append((name, "total", f"{sum(s.points for s in mine):g}/{sum(s.possible for s in mine):g}", ""))
     widths = [max(len(line[i]) for line in lines) for i in range(3)]
-    padded = ["  ".join(line[i].ljust(widths[i]) for i in range(3)) + "  " + line[3] for line in lines]
-    return "\n".join(line.rstrip() for line in padded)
+    return "\n".join(
+        ("  ".join(line[i].ljust(widths[i]) for i in range(3)) + "  " + line[3]).rstrip() for line in lines
+    )

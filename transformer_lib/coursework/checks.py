@@ -1,0 +1,232 @@
+"""What every check is made of: the lessons' exercises (:mod:`.exercises`) and the assignments' tests alike.
+
+A check compares a learner's answer with an independent reference and, when they differ, raises
+:class:`Wrong` with one line that says what is wrong. The helpers here make that line the same
+everywhere: an answer that is not defined (its cell failed), a call that raised or ran too long,
+a tensor of the wrong shape, two tensors that differ and by how much. :func:`without` runs a
+learner's code with some of the package's components made unavailable, so that a question asking
+for a component cannot be answered by calling the package's own.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+CALL_SECONDS = 10  # the longest one call into a learner's code may run before it counts as endless
+_ENDLESS: set = set()  # the code of calls stopped once: not waited for again (tests run more than once)
+
+
+class Wrong(AssertionError):
+    """The answer is wrong, and the message says how (an AssertionError, as graders expect)."""
+
+
+def defined(answer: Any, name: str) -> Any:
+    """The answer itself, or Wrong when its cell never defined it (Otter passes None for a missing name)."""
+    if answer is None or answer is Ellipsis:
+        raise Wrong(f"{name} is not defined yet: write it, then run its cell and fix any error it shows")
+    return answer
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise Wrong in the block after ``seconds`` (an endless loop); a no-op where there is no SIGALRM."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Wrong(f"stopped after {seconds:g} s: is there an endless loop?")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    outer, _ = signal.getitimer(signal.ITIMER_REAL)  # a limit on the whole cell, if one is running
+    start = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if outer:  # the cell's limit goes on, less the time this block took
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 0.001))
+
+
+def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)``, its failure turned into one line naming the call."""
+    function = defined(function, name)
+    if not callable(function):
+        raise Wrong(f"{name} should be a function, got {type(function).__name__}")
+    code = _code_of(function)
+    if code in _ENDLESS:
+        raise Wrong(f"{name} was stopped earlier after running too long: is there an endless loop?")
+    try:
+        with time_limit(seconds):
+            return function(*args, **kwargs)
+    except Wrong as wrong:
+        if str(wrong).startswith("stopped after"):
+            _ENDLESS.add(code)
+            raise Wrong(f"{name} {wrong}") from None
+        raise
+    except Exception as error:
+        raise Wrong(f"{name} raised {type(error).__name__}: {error}") from None
+
+
+def _code_of(function: Any) -> Any:
+    """What identifies a call's code across calls: a function's code, a module's forward, a class's __init__."""
+    if isinstance(function, type):
+        function = function.__init__
+    elif not hasattr(function, "__code__") and not hasattr(function, "__func__"):
+        function = getattr(type(function), "forward", None) or type(function).__call__
+    function = getattr(function, "__func__", function)
+    return getattr(function, "__code__", function)
+
+
+def tensor_of(out: Any, shape: tuple[int, ...], what: str) -> Tensor:
+    """``out`` as a tensor of ``shape`` (the first of a tuple, as attention returns (output, weights))."""
+    if isinstance(out, tuple) and out:
+        out = out[0]
+    if not isinstance(out, Tensor):
+        raise Wrong(f"{what} should return a tensor, got {type(out).__name__}")
+    if tuple(out.shape) != shape:
+        raise Wrong(f"{what} returned shape {tuple(out.shape)}, expected {shape}")
+    return out
+
+
+def close(a: Tensor, b: Tensor, atol: float = 1e-5) -> bool:
+    """Equal to rounding, compared in float64 (NaN is never close)."""
+    return bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
+
+
+def gap(a: Tensor, b: Tensor) -> str:
+    """The largest difference between two tensors, for a message."""
+    return f"{(a.double() - b.double()).abs().max().item():.3g}"
+
+
+def expect_close(out: Tensor, expected: Tensor, what: str, atol: float = 1e-5) -> None:
+    """Wrong unless ``out`` equals ``expected`` to rounding, saying by how much they differ."""
+    if out.shape != expected.shape:
+        raise Wrong(f"{what} has shape {tuple(out.shape)}, expected {tuple(expected.shape)}")
+    if not close(out, expected, atol):
+        raise Wrong(f"{what} differs from the expected values by up to {gap(out, expected)}")
+
+
+def expect_number(got: Any, expected: float, what: str, rel_tol: float = 1e-6) -> None:
+    """Wrong unless ``got`` is a number equal to ``expected``."""
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isclose(got, expected, rel_tol=rel_tol):
+        raise Wrong(f"{what} = {got!r}, expected {expected:,.6g}")
+
+
+def inputs(*shape: int, seed: int = 0, scale: float = 1.0) -> Tensor:
+    """Random normal inputs from their own generator: the same on every run, the learner's seed untouched."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def unavailable(what: str) -> Callable[..., Any]:
+    """A stand-in that fails with the line saying the question asks for one's own version."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise Wrong(f"your answer calls {what}: this question asks you to write it yourself")
+
+    return refuse
+
+
+@contextmanager
+def without(components: dict[str, Any], namespaces: tuple[dict, ...] = ()) -> Iterator[None]:
+    """Run the block with each component (``{"transformer_lib.X": X}``) replaced everywhere it is reachable.
+
+    Replaced: every attribute of a loaded ``transformer_lib`` or ``torch`` module that is the
+    component, and every name in ``namespaces`` (a learner's globals, where ``from ... import``
+    put its own references) bound to it. Everything is put back afterwards.
+    """
+    targets = {id(obj): (name, unavailable(name)) for name, obj in components.items()}
+    replaced: list[tuple[Any, str, Any]] = []
+    modules = [m for n, m in list(sys.modules.items()) if n.split(".")[0] in ("transformer_lib", "torch", "sacrebleu")]
+    try:
+        for module in modules:
+            for attr, value in list(vars(module).items()):
+                if id(value) in targets:
+                    replaced.append((module, attr, value))
+                    setattr(module, attr, targets[id(value)][1])
+        for namespace in namespaces:
+            for attr, value in list(namespace.items()):
+                if id(value) in targets:
+                    replaced.append((namespace, attr, value))
+                    namespace[attr] = targets[id(value)][1]
+        yield
+    finally:
+        for place, attr, value in reversed(replaced):
+            if isinstance(place, dict):
+                place[attr] = value
+            else:
+                setattr(place, attr, value)
+
+
+def globals_of(*answers: Any) -> tuple[dict, ...]:
+    """The global namespaces the learner's functions and classes see (for :func:`without`)."""
+    found: dict[int, dict] = {}
+    for answer in answers:
+        functions = [answer] if callable(answer) and hasattr(answer, "__globals__") else []
+        if isinstance(answer, type):
+            functions = [v for v in vars(answer).values() if hasattr(v, "__globals__")]
+        elif not functions and hasattr(type(answer), "__mro__"):
+            functions = [v for v in vars(type(answer)).values() if hasattr(v, "__globals__")]
+        for function in functions:
+            found[id(function.__globals__)] = function.__globals__
+    return tuple(found.values())
+
+
+@contextmanager
+def standing_in(namespaces: tuple[dict, ...], **names: Any) -> Iterator[None]:
+    """Run the block with correct versions in place of a learner's earlier answers (``attention=...``).
+
+    A question that builds on an earlier one is graded on its own: a mistake costs its question's
+    points only. The learner's names are put back afterwards.
+    """
+    saved = [(namespace, name, namespace.get(name, _MISSING)) for namespace in namespaces for name in names]
+    try:
+        for namespace in namespaces:
+            namespace.update(names)
+        yield
+    finally:
+        for namespace, name, value in saved:
+            if value is _MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+
+
+_MISSING = object()
+
+
+@functools.cache
+def _bleu_of(path: str, modified: float, split: str, lang: str) -> float:
+    from transformer_lib.data import load_multi30k
+    from transformer_lib.metrics import sacrebleu_score
+
+    hypotheses = Path(path).read_text(encoding="utf-8").splitlines()
+    references = load_multi30k(split, lang)
+    if len(hypotheses) != len(references):
+        raise Wrong(f"{path} has {len(hypotheses)} lines; {split} has {len(references)} sentences, one a line")
+    return sacrebleu_score(hypotheses, references)
+
+
+def translation_bleu(path: Any, split: str, lang: str) -> float:
+    """Cased sacreBLEU of a file of translations (one a line) against a Multi30k split, as lesson 11 scores.
+
+    Computed once per file and modification time: a capstone's tests ask for it many times.
+    """
+    path = Path(defined(path, "the translations file"))
+    if not path.is_file():
+        raise Wrong(f"no file {path}: hand in your translations with the notebook")
+    return _bleu_of(str(path.resolve()), path.stat().st_mtime, split, lang)
