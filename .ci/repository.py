@@ -3,7 +3,7 @@
     python .ci/repository.py check            # every use agrees with _config.yml (tests do this too)
     python .ci/repository.py set URL          # a fork: write URL to _config.yml and every use
 
-Uses: the Colab badges and install cells of the notebooks, the README, the book's pages and
+Uses: the Colab badges and install cells of the notebooks and assignments, the README, the book's pages and
 pyproject.toml. A Colab badge must also name its own notebook on the configured branch. The site's
 address (``html.baseurl``, where GitHub Pages publishes OWNER/NAME: https://OWNER.github.io/NAME/),
 which the lessons use to link to the book's other pages, follows the repository's.
@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-USES = ["README.md", "pyproject.toml", "book/*.md", "notebooks/*.ipynb"]
-GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#]|\.git\b|$)")
+USES = ["README.md", "pyproject.toml", "book/*.md", "notebooks/*.ipynb", "assignments/*/*.ipynb", "assignments/*.txt"]
+GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#@]|\.git\b|$)")
 SITE = re.compile(r"([\w-]+)\.github\.io/([\w.-]+?)(?=[/\"'\s)#]|$)")
 PLACEHOLDER = "OWNER/NAME"  # how the README names a fork's repository: not a use to check
 COLAB = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/notebooks/([\w.<>-]+)")

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,9 +203,13 @@ def grade(
     autograder = Path(autograder)
     if autograder.suffix != ".zip" or not autograder.is_file():
         raise MissingFile(f"no autograder zip {autograder}: build it with python -m transformer_lib assign")
+    if not zipfile.is_zipfile(autograder) or "otter_config.json" not in zipfile.ZipFile(autograder).namelist():
+        raise InvalidValue(f"{autograder} is not an autograder zip: give the autograder.zip that assign wrote")
     if seconds < 1:
         raise InvalidValue(f"the time limit must be at least 1 second, got {seconds}")
-    paths = submissions_in(submissions)
+    paths = [p for p in submissions_in(submissions) if p.resolve() != autograder.resolve()]
+    if not paths:
+        raise MissingFile(f"no submissions besides the autograder in {', '.join(map(str, submissions))}")
     scores = [score for path in paths for score in grade_one(autograder, path, seconds)]
     if csv_path is not None:
         write_csv(scores, Path(csv_path))

@@ -1,0 +1,159 @@
+"""The assignments' parts that run without Otter: the checks' helpers, the masters' structure, bad input.
+
+Building and grading every assignment (solutions, student notebooks, seeded mistakes) runs in CI
+by .ci/assignments.py, a few minutes of its own.
+"""
+
+import math
+import re
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+import transformer_lib
+from transformer_lib.cli import main
+from transformer_lib.coursework import grading
+from transformer_lib.coursework.checks import Wrong, call, defined, globals_of, standing_in, without
+
+ROOT = Path(__file__).resolve().parent.parent
+MASTERS = grading.masters(ROOT / "assignments")
+
+
+# ---------------------------------------------------------------------------------------------
+# the helpers the tests are made of
+
+
+def learner_attention(q, k, v):
+    return transformer_lib.scaled_dot_product_attention(q, k, v)  # calls the package's own
+
+
+def test_without_makes_a_component_unavailable_everywhere_and_puts_it_back():
+    from transformer_lib import scaled_dot_product_attention as imported  # a learner's own reference to it
+
+    namespace = {"sdpa": imported}
+    banned = {"transformer_lib.scaled_dot_product_attention": transformer_lib.scaled_dot_product_attention}
+    with without(banned, (namespace,)):
+        with pytest.raises(Wrong, match=r"calls transformer_lib\.scaled_dot_product_attention: .* write it yourself"):
+            learner_attention(None, None, None)
+        with pytest.raises(Wrong):
+            namespace["sdpa"](None, None, None)
+    assert transformer_lib.scaled_dot_product_attention is imported and namespace["sdpa"] is imported
+
+
+def test_globals_of_finds_a_class_methods_namespace():
+    class Answer:
+        def forward(self):
+            return None
+
+    assert globals_of(Answer) == (globals(),) and globals_of(learner_attention) == (globals(),)
+
+
+def test_standing_in_replaces_earlier_answers_then_restores_them():
+    namespace = {"attention": "the learner's"}
+    with standing_in((namespace,), attention="correct", split_heads="correct"):
+        assert namespace == {"attention": "correct", "split_heads": "correct"}
+    assert namespace == {"attention": "the learner's"}
+
+
+def test_call_turns_a_failure_into_one_line_and_stops_an_endless_loop():
+    with pytest.raises(Wrong, match=r"^f raised ZeroDivisionError: division by zero$"):
+        call(lambda: 1 / 0, name="f")
+
+    def endless():
+        while True:
+            pass
+
+    start = time.monotonic()
+    with pytest.raises(Wrong, match=r"^endless stopped after 0.3 s: is there an endless loop\?$"):
+        call(endless, name="endless", seconds=0.3)
+    with pytest.raises(Wrong, match="stopped earlier"):  # not waited for a second time
+        call(endless, name="endless", seconds=0.3)
+    assert time.monotonic() - start < 3
+    assert call(math.sqrt, 4.0, name="sqrt") == 2.0
+
+
+@pytest.mark.parametrize("answer", [None, ...])
+def test_an_answer_never_written_says_so(answer):
+    with pytest.raises(Wrong, match="is not defined yet: write it, then run its cell"):
+        defined(answer, "attention")
+
+
+# ---------------------------------------------------------------------------------------------
+# the master notebooks
+
+
+def questions(master: Path) -> list[dict]:
+    cells = nbformat.read(master, as_version=4).cells
+    configs = [yaml.safe_load(c.source.split("\n", 1)[1]) for c in cells if c.source.startswith("# BEGIN QUESTION")]
+    prompts = {m[0]: int(m[1]) for c in cells for m in re.findall(r"\*\*Question (\d+) \((\d+) points?", c.source)}
+    for config in configs:
+        config["stated"] = prompts.get(config["name"].removeprefix("q"))
+    return configs
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_each_assignment_has_its_questions_with_the_points_its_prompts_state(master):
+    configs = questions(master)
+    graded = [c for c in configs if not c.get("manual")]
+    assert len(graded) >= (1 if "capstone" in master.stem else 4), "at least four auto-graded questions"
+    assert any(c.get("manual") for c in configs), "a written question, graded by hand"
+    assert all(c["stated"] == c["points"] for c in configs), [(c["name"], c["stated"], c["points"]) for c in configs]
+
+
+def test_every_assignment_has_a_seeded_mistake():
+    mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text())
+    assert sorted(mistakes) == sorted(m.parent.name for m in MASTERS)
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: one line, no traceback
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["grade", "nothing.zip", "a.ipynb"], "no autograder zip nothing.zip"),
+        (["assign", "no_such_folder"], "no folder no_such_folder"),
+    ],
+)
+def test_bad_input_is_one_line(arguments, message, capsys):
+    assert main(arguments) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_grade_refuses_what_is_not_an_autograder_or_a_submission(tmp_path, capsys):
+    autograder = tmp_path / "autograder.zip"
+    autograder.write_bytes(b"not a zip")
+    assert main(["grade", str(autograder), str(tmp_path)]) == 2
+    assert "is not an autograder zip: give the autograder.zip that assign wrote" in capsys.readouterr().err
+    with zipfile.ZipFile(autograder, "w") as archive:
+        archive.writestr("otter_config.json", "{}")
+    (tmp_path / "notes.txt").write_text("")
+    assert main(["grade", str(autograder), str(tmp_path / "notes.txt")]) == 2
+    assert "is not a submission: give notebooks (.ipynb), zips or folders of them" in capsys.readouterr().err
+    assert main(["grade", str(autograder), str(tmp_path)]) == 2  # the folder holds only the autograder
+    assert "no submissions besides the autograder" in capsys.readouterr().err
+
+
+def test_a_folder_with_two_masters_is_refused(tmp_path):
+    (tmp_path / "a1").mkdir()
+    (tmp_path / "a1" / "one.ipynb").write_text("{}")
+    (tmp_path / "a1" / "two.ipynb").write_text("{}")
+    with pytest.raises(transformer_lib.InvalidValue, match="should hold one master notebook, found 2"):
+        grading.masters(tmp_path)
+
+
+def test_scores_table_and_csv(tmp_path):
+    scores = [
+        grading.Score("alice.ipynb", "q1", 3, 3, "passed"),
+        grading.Score("alice.ipynb", "q2", 0, 2, "Wrong: off by one"),
+    ]
+    assert grading.table(scores).splitlines()[-1].split() == ["alice.ipynb", "total", "3/5"]
+    grading.write_csv(scores, tmp_path / "grades.csv")
+    assert (tmp_path / "grades.csv").read_text().splitlines()[2] == "alice.ipynb,q2,0,2,Wrong: off by one"
+    assert not list(tmp_path.glob("*.partial"))
