@@ -298,6 +298,41 @@ def _sampling(sample: Any) -> str:
     return "20,000 draws follow softmax(logits / τ) at τ = 0.5 and 2"
 
 
+@_exercise("11.5", "Checkpoint averaging: the element-wise mean of several state dicts")
+def _average_weights(average: Any) -> str:
+    states = [{"w": inputs(3, 4, seed=s), "b": inputs(4, seed=10 + s), "step": torch.tensor(s)} for s in range(4)]
+    out = average([dict(state) for state in states])
+    if not isinstance(out, dict) or set(out) != {"w", "b", "step"}:
+        raise Wrong(f"average should return a dict with the same keys, got {type(out).__name__}")
+    for name in ("w", "b"):
+        mean = torch.stack([state[name] for state in states]).mean(0)
+        got = tensor_of(out[name], tuple(mean.shape), f"average(...)[{name!r}]")
+        if close(got, states[-1][name]):
+            raise Wrong(f"{name!r} is the last state's: average all of them")
+        if close(got, mean * len(states)):
+            raise Wrong(f"{name!r} is the sum: divide by the number of states")
+        if not close(got, mean):
+            raise Wrong(f"{name!r} differs from the mean of the four states by up to {gap(got, mean)}")
+    if out["step"].is_floating_point() or out["step"].item() != 3:
+        raise Wrong("an integer buffer (a step count) cannot be averaged: take the last state's")
+    return "the mean of every float tensor, integer buffers from the last state"
+
+
+@_exercise("11.6", "The minutes a run took to reach a BLEU, read off its curve by linear interpolation")
+def _minutes_to(minutes_to: Any) -> str:
+    curve = [(5, 30.37), (10, 38.36), (20, 39.43), (40, 40.71)]  # lesson 11's CPU run, de→en
+    cases = [(15.185, 2.5), (30.37, 5.0), (34.365, 7.5), (39.43, 20.0), (40.07, 30.0)]
+    for target, expected in cases:
+        got = _number(minutes_to(curve, target), f"minutes_to(curve, {target})")
+        if not math.isclose(got, expected, rel_tol=1e-6):
+            if target < curve[0][1] and math.isclose(got, curve[0][0]):
+                raise Wrong(f"below the first point the curve starts from (0 minutes, BLEU 0): expected {expected}")
+            raise Wrong(f"minutes_to(curve, {target}) = {got:g}, expected {expected:g} (linear between points)")
+    if minutes_to(curve, 41.0) is not None:
+        raise Wrong("a BLEU the curve never reaches should give None")
+    return f"35 BLEU after {minutes_to(curve, 35.0):.1f} minutes on lesson 11's CPU curve"
+
+
 @_exercise("12.3", "Causal linear attention with a running sum")
 def _causal_linear_attention(attend: Any) -> str:
     q, k, v = inputs(2, 9, 8, seed=9), inputs(2, 9, 8, seed=10), inputs(2, 9, 4, seed=11)
