@@ -173,16 +173,17 @@ def main() -> int:
     total = time.monotonic() - started
     print(f"graded {len(solutions) + len(jobs)} submissions in {total:.0f} s")
     if args.record:
-        write_record(Path(args.record), record, total)
+        record["environment"] = environment(total)
+        write_record(Path(args.record), record)
     for problem in problems:
         print("PROBLEM:", problem)
     return 1 if problems else 0
 
 
-def write_record(folder: Path, record: dict, total: float) -> None:
-    """grading.json (everything) and grading.txt (the table the instructors' page includes)."""
+def environment(total: float) -> dict:
+    """Where and when the record was made."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    record["environment"] = {
+    return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit.stdout.strip(),
         "cpu": platform.processor() or platform.machine(),
@@ -190,20 +191,24 @@ def write_record(folder: Path, record: dict, total: float) -> None:
         "python": platform.python_version(),
         "total_seconds": round(total),
     }
+
+
+def write_record(folder: Path, record: dict) -> None:
+    """grading.json (everything) and grading.txt (the table the instructors' page includes)."""
     folder.mkdir(parents=True, exist_ok=True)
     lines = ["assignment           questions (points)                           total  solution graded in"]
     for name, a in record["assignments"].items():
         questions = ", ".join(f"{q} {p:g}" for q, p in a["questions"].items())
         lines.append(f"{name:<20} {questions:<44} {a['points']:>5g}  {a['solution_seconds']:>5.0f} s")
     lines.append("")
-    lines.append("submission                                    points  graded in  what it lost")
+    lines.append(f"{'submission':<50} points  graded in  what it lost")
     for s in record["submissions"]:
         if s["submission"] == "solution":
             continue
         possible = record["assignments"][s["assignment"]]["points"]
         label = f"{s['assignment']}: {s['submission']}"
         why = "; ".join(f"{q}: {m}" for q, m in s["why"].items()) if s["submission"] != "student notebook" else "all"
-        lines.append(f"{label:<45} {sum(s['scores'].values()):>2g}/{possible:<3g} {s['seconds']:>6.0f} s  {why}")
+        lines.append(f"{label:<50} {sum(s['scores'].values()):>2g}/{possible:<3g} {s['seconds']:>6.0f} s  {why}")
     env = record["environment"]
     lines.append("")
     lines.append(

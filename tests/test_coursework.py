@@ -4,6 +4,7 @@ Building and grading every assignment (solutions, student notebooks, seeded mist
 by .ci/assignments.py, a few minutes of its own.
 """
 
+import json
 import math
 import re
 import time
@@ -157,3 +158,10 @@ def test_scores_table_and_csv(tmp_path):
     grading.write_csv(scores, tmp_path / "grades.csv")
     assert (tmp_path / "grades.csv").read_text().splitlines()[2] == "alice.ipynb,q2,0,2,Wrong: off by one"
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_the_grading_record_has_the_masters_questions_and_points():
+    record = json.loads((ROOT / "results/coursework/grading.json").read_text())
+    for master in MASTERS:
+        graded = {c["name"]: c["points"] for c in questions(master) if not c.get("manual")}
+        assert record["assignments"][master.parent.name]["questions"] == graded, f"{master.stem}: record again"
