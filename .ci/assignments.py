@@ -19,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+import textwrap
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -196,25 +197,27 @@ def environment(total: float) -> dict:
 def write_record(folder: Path, record: dict) -> None:
     """grading.json (everything) and grading.txt (the table the instructors' page includes)."""
     folder.mkdir(parents=True, exist_ok=True)
-    lines = ["assignment           questions (points)                           total  solution graded in"]
+    lines = [f"{'assignment':<20} {'points':>6}  {'per question':<24} solution graded in"]
     for name, a in record["assignments"].items():
         questions = ", ".join(f"{q} {p:g}" for q, p in a["questions"].items())
-        lines.append(f"{name:<20} {questions:<44} {a['points']:>5g}  {a['solution_seconds']:>5.0f} s")
-    lines.append("")
-    lines.append(f"{'submission':<50} points  graded in  what it lost")
+        lines.append(f"{name:<20} {a['points']:>6g}  {questions:<24} {a['solution_seconds']:>5.0f} s")
+    lines += ["", f"{'submission':<52} {'points':>6}  graded in"]
     for s in record["submissions"]:
         if s["submission"] == "solution":
             continue
         possible = record["assignments"][s["assignment"]]["points"]
-        label = f"{s['assignment']}: {s['submission']}"
-        why = "; ".join(f"{q}: {m}" for q, m in s["why"].items()) if s["submission"] != "student notebook" else "all"
-        lines.append(f"{label:<50} {sum(s['scores'].values()):>2g}/{possible:<3g} {s['seconds']:>6.0f} s  {why}")
+        points = f"{sum(s['scores'].values()):g}/{possible:g}"
+        lines.append(f"{s['assignment'] + ': ' + s['submission']:<52} {points:>6}  {s['seconds']:>5.0f} s")
+        if s["submission"] != "student notebook":  # what it lost, in the autograder's words
+            for question, message in s["why"].items():
+                lines += textwrap.wrap(f"{question}: {message}", 86, initial_indent="  ", subsequent_indent="    ")
     env = record["environment"]
     lines.append("")
-    lines.append(
+    summary = (
         f"{env['date']}, commit {env['commit']}, {env['cores']} cores, Python {env['python']}; "
         f"everything built and graded in {env['total_seconds']} s"
     )
+    lines += textwrap.wrap(summary, 88)
     for path, text in (("grading.json", json.dumps(record, indent=2) + "\n"), ("grading.txt", "\n".join(lines) + "\n")):
         partial = folder / (path + ".partial")
         partial.write_text(text, encoding="utf-8")
