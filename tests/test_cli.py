@@ -203,7 +203,7 @@ def ctrl_c(*args, **kwargs):
 
 
 def test_ctrl_c_during_evaluation_is_one_line_and_writes_no_hypotheses(smoke_run, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("transformer_lib.cli.evaluate_split", ctrl_c)
+    monkeypatch.setattr("transformer_lib.cli.commands.evaluate_split", ctrl_c)
     output = tmp_path / "hyp.txt"
     checkpoint = str(smoke_run / "checkpoint.pt")
     code = main(["evaluate", "--checkpoint", checkpoint, "--output", str(output), "--device", "cpu"])
@@ -218,7 +218,7 @@ def test_ctrl_c_while_a_finished_run_is_scored_says_how_to_score_it(mirror, tmp_
     raw["evaluation"]["average_last"] = 0
     config = tmp_path / "short.yaml"
     config.write_text(yaml.safe_dump(raw))
-    monkeypatch.setattr("transformer_lib.cli.evaluate_split", ctrl_c)
+    monkeypatch.setattr("transformer_lib.cli.commands.evaluate_split", ctrl_c)
     run_dir = tmp_path / "run"
     code = main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu"])
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after the run's log lines

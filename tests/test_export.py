@@ -18,11 +18,11 @@ import torch
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.batching import pad_ids
 from transformer_lib.cli import main
-from transformer_lib.cli.config import DecodeConfig
-from transformer_lib.cli.translation import load_model, translate_sentences
 from transformer_lib.data import DataError, load_multi30k
+from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import MissingFile
 from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.web import runtime as web_runtime
 from transformer_lib.web.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
 

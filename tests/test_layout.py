@@ -138,3 +138,19 @@ def test_each_part_imports_on_its_own(module):
     """A fresh interpreter importing the module first: no import cycle between the parts."""
     out = subprocess.run([sys.executable, "-c", f"import transformer_lib.{module}"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr.strip().splitlines()[-1]
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    return found | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+
+
+@pytest.mark.parametrize("part", ["web", "benchmarks", "coursework", "family"])
+def test_no_import_climbs_back_up_to_the_command_line(part):
+    """The command line builds on the rest; loading and translating with a run are the core's."""
+    for path in (PACKAGE / part).rglob("*.py"):
+        climbing = {
+            m for m in imported_modules(path) if m == "transformer_lib.cli" or m.startswith("transformer_lib.cli.")
+        }
+        assert not climbing, f"{path.relative_to(PACKAGE)} imports {sorted(climbing)}"

@@ -18,9 +18,9 @@ import torch
 from browser import Browser, chromium_path, serve
 
 from transformer_lib.attention import keep_attention_weights
-from transformer_lib.cli.translation import load_model
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import NEVER_GENERATED, beam_search
+from transformer_lib.translation import load_model
 from transformer_lib.web.export import OnnxTranslator
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)

@@ -6,11 +6,11 @@ it instead of writing it again. The folders follow the book:
 * the top level, one module per concept: the Transformer that lessons 2 to 10 build
   (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention``, ``cache``,
   ``layers``, ``model``, ``batching``, ``tasks``, ``training``, ``checkpoint``, ``decoding``,
-  ``metrics``), PyTorch's modules as independent references (``reference``), and what they
-  all share (``errors``, ``files``, ``validation``, ``versions``, ``utils``, ``distributed``);
+  ``metrics``) and a trained run in use (``translation``), PyTorch's modules as independent
+  references (``reference``), and what they all share (``errors``, ``files``, ``validation``, ``versions``, ``utils``, ``distributed``);
 * ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
-* ``cli/``: training runs from the command line (lesson 11): the commands, their YAML configs
-  (``cli/configs/``), sweeps, and translating and scoring with a trained model;
+* ``cli/``: training runs from the command line (lesson 11): the parser, the commands, their YAML
+  configs (``cli/configs/``) and sweeps;
 * ``web/``: the translator in a browser: ONNX export and ONNX Runtime Web;
 * ``coursework/``: the exercises' checks and the grading of learners' notebooks;
 * ``benchmarks/``: the speed measurements that lessons 10 to 12 report.

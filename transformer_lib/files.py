@@ -1,4 +1,4 @@
-"""Files that are never half-written: write to a temporary name in the same folder, then rename.
+"""Files: never half-written (a temporary name in the same folder, then a rename), and their digests.
 
 A crash, a full disk or Ctrl-C in the middle of a write leaves the old file (or none), never a
 truncated one: ``os.replace`` within one folder is atomic. Checkpoints, tokenizers, downloads
@@ -8,6 +8,7 @@ and every file of a run folder go through :func:`atomic_path`.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -46,3 +47,17 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
     return Path(path)
+
+
+def file_digest(path: Path, algorithm: str = "sha256"):
+    """The hash object of a file's bytes, read in blocks (``.hexdigest()``, ``.digest()``)."""
+    digest = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest
+
+
+def sha256_of(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex (downloads, checkpoints, the exported translator)."""
+    return file_digest(path).hexdigest()

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from sphinx.errors import ExtensionError
 
-from transformer_lib.data import sha256_of
-from transformer_lib.files import write_text
+from transformer_lib.files import sha256_of, write_text
 from transformer_lib.web import runtime as web_runtime
 from transformer_lib.web.export import cached_export
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 
 from transformer_lib.benchmarks import median_seconds, provenance, write_record
-from transformer_lib.cli.config import DecodeConfig
-from transformer_lib.cli.translation import load_model, translate_sentences
 from transformer_lib.data import load_multi30k
+from transformer_lib.decoding import DecodeConfig
 from transformer_lib.metrics import bleu_scores
+from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
 
 DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models" / "de_en.model_fp16.pt"

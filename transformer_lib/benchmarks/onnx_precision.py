@@ -19,10 +19,11 @@ from pathlib import Path
 import torch
 
 from transformer_lib.benchmarks import provenance, write_record
-from transformer_lib.cli.config import DecodeConfig
-from transformer_lib.cli.translation import load_model, translate_sentences
-from transformer_lib.data import load_multi30k, sha256_of
+from transformer_lib.data import load_multi30k
+from transformer_lib.decoding import DecodeConfig
+from transformer_lib.files import sha256_of
 from transformer_lib.metrics import bleu_scores
+from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
 from transformer_lib.web.export import OnnxTranslator, export_onnx
 

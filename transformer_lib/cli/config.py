@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from transformer_lib.data import LANGUAGES, SPLITS
+from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.model import TransformerConfig
 from transformer_lib.tasks import TaskConfig
@@ -64,22 +65,6 @@ class DataConfig:
             raise InvalidValue(f"tokenizer must be 'bpe' or 'unigram', got {self.tokenizer!r}")
         check_range(self, "vocab_size", 5)
         check_range(self, "train_limit", 1)
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeConfig:
-    """How to translate: beam search (or greedy) and its limits. The command line's defaults too."""
-
-    beam_size: int = 4  # 1: greedy
-    alpha: float = 0.6  # length penalty
-    max_extra: int = 50  # output length limit: source length + max_extra
-    batch_size: int = 128  # sentences decoded together
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        for name in ("beam_size", "max_extra", "batch_size"):
-            check_range(self, name, 1)
-        check_range(self, "alpha", 0)
 
 
 @dataclasses.dataclass(frozen=True)

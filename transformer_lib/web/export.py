@@ -46,15 +46,14 @@ from torch import Tensor, nn
 
 from transformer_lib.attention import keep_attention_weights, padding_mask
 from transformer_lib.batching import pad_ids
-from transformer_lib.cli.config import DecodeConfig
-from transformer_lib.cli.translation import load_model, translate_in_batches
-from transformer_lib.data import cache_root, sha256_of
-from transformer_lib.decoding import NEVER_GENERATED, extend, length_limits
+from transformer_lib.data import cache_root
+from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig, extend, length_limits
 from transformer_lib.errors import InvalidValue, MissingFile, TransformerLibError
-from transformer_lib.files import write_bytes, write_text
+from transformer_lib.files import sha256_of, write_bytes, write_text
 from transformer_lib.model import Transformer, count_parameters
 from transformer_lib.special_tokens import BOS_ID, PAD_ID, SPECIAL_TOKENS
 from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.translation import load_model, translate_in_batches
 
 PRECISIONS = ("fp32", "fp16", "int8")
 OPSET = 20
@@ -337,7 +336,7 @@ class OnnxTranslator:
         return extend(bos, lambda tokens: self.next_logits(tokens, memory, src)[0], lambda x: x.argmax(-1), limits)
 
     def translate(self, sentences: Sequence[str], batch_size: int = 64) -> list[str]:
-        """Translate sentences greedily, as :func:`transformer_lib.cli.translation.translate_sentences` does."""
+        """Translate sentences greedily, as :func:`transformer_lib.translation.translate_sentences` does."""
         return translate_in_batches(self.tokenizer, sentences, self.greedy, batch_size, self.info["config"]["max_len"])
 
 

@@ -15,8 +15,8 @@ import os
 import tarfile
 from pathlib import Path
 
-from transformer_lib.data import DataError, cache_root, fetch_verified, file_digest
-from transformer_lib.files import write_bytes
+from transformer_lib.data import DataError, cache_root, fetch_verified
+from transformer_lib.files import file_digest, write_bytes
 
 VERSION = "1.30.0"
 TARBALL = f"onnxruntime-web-{VERSION}.tgz"

@@ -1,0 +1,356 @@
+"""The commands' bodies: what ``python -m transformer_lib COMMAND`` does, one ``cmd_*`` function each.
+
+:mod:`transformer_lib.cli` parses the arguments and calls these; a training run's folder, its
+resume and its final scoring are here, with the config in :mod:`.config` and the loop in
+:mod:`transformer_lib.training`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import yaml
+
+from transformer_lib import checkpoint, distributed, metrics
+from transformer_lib.batching import encode_pairs, example_size, round_up
+from transformer_lib.cli import sweep
+from transformer_lib.cli.config import DataConfig, load_config, resolved_config
+from transformer_lib.data import load_multi30k, load_pairs
+from transformer_lib.decoding import DecodeConfig
+from transformer_lib.errors import Interrupted, InvalidValue, MissingFile
+from transformer_lib.files import write_text
+from transformer_lib.model import Transformer
+from transformer_lib.tasks import TaskConfig, TranslationTask
+from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.training import Trainer, device_precision
+from transformer_lib.translation import evaluate_split, load_model, translate_sentences
+from transformer_lib.utils import environment, pick_device, seed_everything
+
+
+def _device(name: str) -> torch.device:
+    """The --device option: "auto" picks CUDA when there is one; a device that is not here is an error."""
+    if name == "auto":
+        return pick_device()
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise InvalidValue(f"unknown device {name!r}; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidValue(f"--device {name}: this machine has no CUDA GPU; use --device cpu (or auto)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise InvalidValue(f"--device {name}: this machine has no Apple GPU; use --device cpu (or auto)")
+    return device
+
+
+def _log(run_dir: Path, message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+    with open(run_dir / "log.txt", "a") as f:
+        f.write(message + "\n")
+
+
+# What --resume may change: how long to train and how often to look; never what is trained.
+MAY_CHANGE_ON_RESUME = {"epochs", "max_steps", "max_minutes", "eval_every", "checkpoint_every", "progress"}
+
+
+def _changes(old: dict, new: dict) -> list[str]:
+    """The settings of ``new`` that would change the run ``old`` describes (both resolved configs)."""
+    out = []
+    for section in ("data", "model", "task", "training"):
+        for key in sorted(old[section].keys() | new[section].keys()):
+            before, after = old[section].get(key), new[section].get(key)
+            if before != after and not (section == "training" and key in MAY_CHANGE_ON_RESUME):
+                out.append(f"{section}.{key} ({before!r} -> {after!r})")
+    return out
+
+
+def _resume_state(run_dir: Path, config: dict, device: torch.device) -> dict:
+    """The checkpoint to continue from, after checking that ``config`` describes the same run."""
+    path = run_dir / checkpoint.CHECKPOINT
+    if not path.is_file():
+        raise MissingFile(f"--resume: no checkpoint at {path}; leave out --resume to start a run there")
+    changed = _changes(resolved_config(load_config(str(run_dir / "config.yaml"))), resolved_config(config))
+    if changed:
+        raise InvalidValue(
+            f"--resume: the config changes {'; '.join(changed)} of the run in {run_dir}; "
+            "resume with the run's own config.yaml, or start a new run in another folder"
+        )
+    return checkpoint.load_run_checkpoint(path, map_location=device)
+
+
+def cmd_train(args: argparse.Namespace) -> None:
+    """Train from a config; under torchrun, one of several processes (only the main one writes).
+
+    Everything that can fail on the config or the data fails before the run folder is created;
+    ``--resume`` continues with the checkpoint's tokenizer and refuses a config that changes the run.
+    """
+    config = load_config(args.config)
+    device = distributed.init(_device(args.device))
+    precision = device_precision(config["training"].precision, device)  # fp16 on a CPU: refused here
+    main = distributed.rank() == 0
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")))
+    state = _resume_state(run_dir, config, device) if args.resume else None
+    if state is None and (run_dir / "config.yaml").exists():
+        raise InvalidValue(f"{run_dir} already holds a run: continue it with --resume, or choose another --run-dir")
+    data: DataConfig = config["data"]
+    seed_everything(config["training"].seed)
+    env = {**environment(device), "processes": distributed.world_size(), "precision": precision}
+    start = time.perf_counter()
+    train_pairs = load_pairs("train", data.src, data.tgt)[: data.train_limit]
+    val_pairs = load_pairs("val", data.src, data.tgt)
+    if state is not None:
+        tokenizer = Tokenizer(state["tokenizer"])  # the run's own vocabulary, never a new one
+    elif main:
+        tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
+    if main:
+        train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
+        _check_lengths(train + val, config)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_text(run_dir / "config.yaml", yaml.safe_dump(resolved_config(config), sort_keys=False))
+        write_text(run_dir / "environment.json", json.dumps(env, indent=2) + "\n")
+        if state is None:
+            tokenizer.save(run_dir / "tokenizer.model")
+        training = config["training"]
+        _log(
+            run_dir,
+            f"run {run_dir} on {env['device']} x {env['processes']}, torch {env['torch']}, "
+            f"commit {env['git_commit'][:12]}, precision {precision} (config: {training.precision})",
+        )
+        if device.type != "cuda" and (training.precision == "bf16" or training.compile):
+            _log(run_dir, "note: bf16 and compile apply on a CUDA GPU only; this run uses fp32 and eager mode")
+    distributed.barrier()  # the other processes read the main one's tokenizer
+    if not main:
+        if state is None:
+            tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
+        train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
+    task_config: TaskConfig = config["task"]
+    task = TranslationTask(
+        train,
+        val,
+        task_config.max_tokens,
+        task_config.label_smoothing,
+        config["training"].seed,
+        task_config.pad_multiple,
+    )
+    model = Transformer(config["model"])
+    n_params = sum(p.numel() for p in model.parameters())
+    if main:
+        _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
+
+    trainer = Trainer(model, task, config["training"], run_dir=run_dir, device=device)
+    meta = {"src": data.src, "tgt": data.tgt, "decoding": dataclasses.asdict(config["decoding"])}
+    trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), "meta": meta}
+    if state is not None:
+        trainer.load_state(state)
+        if main:
+            _log(run_dir, f"resumed at step {trainer.step}")
+    trainer.train()
+    train_seconds = time.perf_counter() - start
+    distributed.finish()
+    if not main:
+        return  # the main process evaluates and writes the scores
+    skipped = f" ({trainer.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
+    _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s{skipped}")
+    try:
+        scores = _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
+        if config["training"].snapshot_minutes:
+            _score_curve(run_dir, config, model, tokenizer, trainer, device, env, scores)
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"during evaluation; training is complete and saved in {run_dir}: score it with "
+            f"python -m transformer_lib evaluate --checkpoint {run_dir / checkpoint.CHECKPOINT}"
+        ) from None
+
+
+def _check_lengths(examples: list, config: dict) -> None:
+    """Every pair fits the model's positions and a batch, as batches pad it: checked before anything is written."""
+    longest = max(round_up(example_size(e), config["task"].pad_multiple) for e in examples)
+    for limit, name in ((config["model"].max_len, "model.max_len"), (config["task"].max_tokens, "task.max_tokens")):
+        if longest > limit:
+            raise InvalidValue(
+                f"the longest sentence pair needs {longest} token positions with this vocabulary, more than "
+                f"{name}={limit}: raise {name} to at least {longest}"
+            )
+
+
+def _evaluated_state(model: Transformer, trainer: Trainer) -> dict:
+    """The weights about to be scored, with what ``load_model`` needs besides (config, tokenizer, metadata)."""
+    return {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state}
+
+
+def _score_run(
+    run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, start: float, train_seconds: float
+) -> dict:
+    """After training: average the last checkpoints if asked, score every evaluation split, write scores.json."""
+    scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
+    if config["evaluation"].average_last:
+        paths = checkpoint.kept_weights(run_dir)[-config["evaluation"].average_last :]
+        model.load_state_dict(checkpoint.average_checkpoints(paths))
+        scores["averaged"] = [p.name for p in paths]
+        scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
+        checkpoint.save(_evaluated_state(model, trainer), run_dir / checkpoint.AVERAGED)
+        _log(run_dir, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
+    if config["evaluation"].export_half:
+        checkpoint.save(checkpoint.half_precision(_evaluated_state(model, trainer)), run_dir / checkpoint.HALF)
+    for split, result in _evaluate(config, model, tokenizer, device):
+        write_text(run_dir / f"{split}.hyp.txt", "\n".join(result.pop("hypotheses")) + "\n")
+        scores["splits"][split] = result
+        _log(
+            run_dir,
+            f"{split}: BLEU {result['bleu_tokenized_lowercase']} (lowercased, tokenized), "
+            f"sacreBLEU {result['sacrebleu_cased']} (cased)",
+        )
+    scores["wall_seconds"] = round(time.perf_counter() - start, 1)
+    write_text(run_dir / "scores.json", json.dumps(scores, indent=2) + "\n")
+    return scores
+
+
+def _evaluate(config: dict, model, tokenizer, device):
+    """(split, result) for each of the config's evaluation splits, translated with its decoding settings."""
+    data: DataConfig = config["data"]
+    for split in config["evaluation"].splits:
+        languages = {"src": data.src, "tgt": data.tgt}
+        yield (
+            split,
+            evaluate_split(model, tokenizer, languages, split, config["decoding"], device, config["evaluation"].limit),
+        )
+
+
+def _score_curve(run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, env: dict, scores: dict):
+    """Score each snapshot as the final model was scored; write curve.json: BLEU after so many minutes.
+
+    The last point is the run's own end (scores.json). The record carries the environment, so a
+    curve measured on one machine is never mistaken for another's.
+    """
+    points = []
+    for path in checkpoint.snapshots(run_dir):
+        state = checkpoint.load_checkpoint(path, device)
+        model.load_state_dict(state["model"])
+        point = {**state["snapshot"], "splits": {}}
+        for split, result in _evaluate(config, model, tokenizer, device):
+            result.pop("hypotheses")
+            point["splits"][split] = result
+        _log(run_dir, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
+        points.append(point)
+    time_up = config["training"].max_minutes and trainer.train_seconds >= 60 * config["training"].max_minutes
+    end = {
+        "minutes": config["training"].max_minutes if time_up else round(trainer.train_seconds / 60, 2),
+        "seconds": trainer.train_seconds,
+        "step": trainer.step,
+        "averaged": len(scores.get("averaged", [])),
+        "splits": scores["splits"],
+    }
+    curve = {"config": config["name"], "environment": env, "points": [*points, end]}
+    write_text(run_dir / "curve.json", json.dumps(curve, indent=2) + "\n")
+
+
+def _bleu_summary(splits: dict) -> str:
+    return ", ".join(f"{split} sacreBLEU {result['sacrebleu_cased']}" for split, result in splits.items())
+
+
+def _decoding(args: argparse.Namespace, meta: dict) -> DecodeConfig:
+    """The run's own decoding settings (as its scores.json used them), with any flag given overriding."""
+    flags = {"beam_size": args.beam, "alpha": args.alpha, "batch_size": args.batch_size}
+    return DecodeConfig(**{**meta.get("decoding", {}), **{k: v for k, v in flags.items() if v is not None}})
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    device = _device(args.device)
+    model, tokenizer, meta = load_model(args.checkpoint, device)
+    decoding = _decoding(args, meta)
+    if args.limit is not None and args.limit < 1:
+        raise InvalidValue(f"--limit must be at least 1, got {args.limit}")
+    result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit, progress=True)
+    hypotheses = result.pop("hypotheses")
+    if args.output:
+        write_text(args.output, "\n".join(hypotheses) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+def cmd_translate(args: argparse.Namespace) -> None:
+    device = _device(args.device)
+    model, tokenizer, meta = load_model(args.checkpoint, device)
+    decoding = _decoding(args, meta)
+    sentences = []
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            sentences.append(raw.decode("utf-8").strip())
+        except UnicodeDecodeError:
+            raise InvalidValue(
+                f"line {number} of the input is not UTF-8 text; convert it first (e.g. iconv -t UTF-8)"
+            ) from None
+    for line in translate_sentences(model, tokenizer, sentences, decoding, device, progress=sys.stderr.isatty()):
+        print(line)
+
+
+def cmd_score(args: argparse.Namespace) -> None:
+    """BLEU of a hypotheses file (one translation a line) against a Multi30k split: no model needed."""
+    path = Path(args.hypotheses)
+    if not path.is_file():
+        raise MissingFile(f"no hypotheses file {path}")
+    try:
+        hypotheses = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InvalidValue(
+            f"{path} is not UTF-8 text: give the translations, one a line (e.g. the run's test_2016_flickr.hyp.txt)"
+        ) from None
+    references = load_multi30k(args.split, args.tgt)
+    if len(hypotheses) != len(references):
+        raise InvalidValue(
+            f"{path} has {len(hypotheses)} lines but {args.split} has {len(references)} sentences: "
+            "give one translation per line, in the split's order"
+        )
+    result = {
+        "split": args.split,
+        "tgt": args.tgt,
+        **metrics.bleu_scores(hypotheses, references),
+        "sacrebleu_signature": metrics.sacrebleu_signature(hypotheses, references),
+    }
+    if args.moses:
+        result["bleu_moses_lowercase"] = round(metrics.moses_bleu(hypotheses, references, args.tgt), 2)
+    print(json.dumps(result, indent=2))
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    for flag in ("jobs", "threads"):
+        if getattr(args, flag) < 1:
+            raise InvalidValue(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    _device(args.device)  # here, once, rather than in every run's process after they have started
+    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads)
+    print(sweep.table(summary))
+    if args.archive:
+        print(f"packed into {sweep.pack(args.out, args.archive)}")
+
+
+def cmd_pack(args: argparse.Namespace) -> None:
+    print(f"packed into {sweep.pack(args.folder, args.archive)}")
+
+
+def cmd_export_onnx(args: argparse.Namespace) -> None:
+    from transformer_lib.web.export import export_onnx  # web/ builds on cli/'s config: imported when used
+
+    out = export_onnx(args.checkpoint, args.out, args.precision)
+    sizes = ", ".join(f"{f.name} {f.stat().st_size / 1e6:.1f} MB" for f in sorted(out.iterdir()))
+    print(f"exported to {out}: {sizes}")
+
+
+def cmd_assign(args: argparse.Namespace) -> None:
+    from transformer_lib.coursework import grading  # Otter-Grader, which the book's requirements install
+
+    for folder in grading.build(args.folder, args.out, run_tests=args.run_tests):
+        print(f"{folder}: student/{folder.name}.ipynb, autograder/{folder.name}.ipynb (the solution), autograder.zip")
+
+
+def cmd_grade(args: argparse.Namespace) -> None:
+    from transformer_lib.coursework import grading
+
+    print(grading.table(grading.grade(args.autograder, args.submissions, args.csv, args.timeout)))
+    if args.csv:
+        print(f"written to {args.csv}")

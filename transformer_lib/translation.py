@@ -1,0 +1,111 @@
+"""A trained run in use: load it from its checkpoint, translate sentences with it, score it on a split.
+
+The command line (``translate``, ``evaluate``, the end of ``train``), the web export and the
+benchmarks all translate through here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from transformer_lib.batching import pad_ids
+from transformer_lib.checkpoint import load_run_checkpoint
+from transformer_lib.data import load_multi30k
+from transformer_lib.decoding import DecodeConfig, beam_search, greedy_decode
+from transformer_lib.metrics import bleu_scores
+from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.tokenizer import Tokenizer
+
+
+def translate_sentences(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    decoding: DecodeConfig,
+    device: torch.device,
+    progress: bool = False,
+) -> list[str]:
+    """Translate plain sentences, in batches of similar length, keeping their order.
+
+    An empty (or blank) sentence gives an empty translation. A sentence longer than the model's
+    ``max_len`` positions cannot be encoded: it gives an empty translation and one line on
+    standard error that says which it was; every other sentence is still translated.
+    ``progress`` shows a bar of sentences translated (on standard error).
+    """
+    model.eval()
+
+    def decode(src: Tensor) -> list[list[int]]:
+        src = src.to(device)
+        if decoding.beam_size == 1:
+            return greedy_decode(model, src, decoding.max_extra)
+        return beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
+
+    return translate_in_batches(tokenizer, sentences, decode, decoding.batch_size, model.config.max_len, progress)
+
+
+def translate_in_batches(
+    tokenizer: Tokenizer,
+    sentences: Sequence[str],
+    decode: Callable[[Tensor], list[list[int]]],
+    batch_size: int,
+    max_len: int,
+    progress: bool = False,
+) -> list[str]:
+    """The loop of :func:`translate_sentences` around any ``decode`` (padded source ids
+    (batch, src_len) -> one id list per sentence): a PyTorch model's, or an exported one's
+    (:class:`transformer_lib.web.export.OnnxTranslator`)."""
+    encoded = dict(zip(range(len(sentences)), tokenizer.encode_batch(list(sentences), eos=True), strict=True))
+    out: list[str] = [""] * len(sentences)
+    for i, ids in list(encoded.items()):
+        if not sentences[i].strip():
+            del encoded[i]
+        elif len(ids) > max_len:
+            print(
+                f"sentence {i + 1}: {len(ids)} tokens, more than the model's max_len={max_len}; left untranslated",
+                file=sys.stderr,
+            )
+            del encoded[i]
+    order = sorted(encoded, key=lambda i: len(encoded[i]))
+    bar = tqdm(total=len(sentences), desc="translate", unit="sent", disable=not progress, mininterval=1.0)
+    bar.update(len(sentences) - len(order))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        for i, hyp in zip(chunk, decode(pad_ids([encoded[i] for i in chunk])), strict=True):
+            out[i] = tokenizer.decode(hyp)
+        bar.update(len(chunk))
+    bar.close()
+    return out
+
+
+def evaluate_split(
+    model, tokenizer, meta: dict, split: str, decoding: DecodeConfig, device, limit=None, progress: bool = False
+) -> dict:
+    """BLEU of the model on one split; returns the scores and the hypotheses."""
+    sources = load_multi30k(split, meta["src"])[:limit]
+    references = load_multi30k(split, meta["tgt"])[:limit]
+    start = time.perf_counter()
+    hypotheses = translate_sentences(model, tokenizer, sources, decoding, device, progress)
+    return {
+        "split": split,
+        "sentences": len(sources),
+        **bleu_scores(hypotheses, references),
+        "decoding": dataclasses.asdict(decoding),
+        "seconds": round(time.perf_counter() - start, 1),
+        "hypotheses": hypotheses,
+    }
+
+
+def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, dict]:
+    """The model, tokenizer and run metadata stored in a checkpoint written by ``train``."""
+    state = load_run_checkpoint(checkpoint, map_location=device)
+    model = Transformer(TransformerConfig(**state["model_config"])).to(device)
+    model.load_state_dict(state["model"])
+    return model.eval(), Tokenizer(state["tokenizer"]), state["meta"]
