@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "matrix.json"
 VENVS = ROOT / ".matrix"
 # the test tools, at requirements.txt's versions
-TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "nbclient", "hypothesis", "ipykernel", "websocket-client"}
+TEST_TOOLS = {"pytest", "pytest-xdist", "nbval", "nbclient", "hypothesis", "ipykernel", "pytest-playwright"}
 
 
 @dataclass(frozen=True)

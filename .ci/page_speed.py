@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from browser import Browser, chromium_path, serve  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
 
+from conftest import CHROMIUM, VIEWPORT, serve  # noqa: E402  (the browser tests' Chromium and server)
 from transformer_lib.utils import environment  # noqa: E402
 
 SENTENCES = {
@@ -84,6 +85,17 @@ MEASURE = """(async () => {
 })()"""
 
 
+def first_visit(playwright, executable: str, url: str, script: str):
+    """``script``'s value on ``url`` in a browser started for it: nothing cached, a reader's first visit."""
+    browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
+    try:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(url, wait_until="load", timeout=300_000)
+        return page.evaluate(script)
+    finally:
+        browser.close()
+
+
 def chromium_version(executable: str) -> str:
     out = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=60)
     return out.stdout.strip() or "Chromium (version unknown)"
@@ -112,13 +124,13 @@ def main() -> int:
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more, got {args.repeat}")
     site = ROOT / "_build" / "html"
-    executable = chromium_path()
+    executable = CHROMIUM
     if executable is None or not (site / "book" / "inside.html").is_file():
         print("error: needs Chromium and the built site (jupyter-book build .)", file=sys.stderr)
         return 2
     env = environment(__import__("torch").device("cpu"))
     rows = []
-    with serve(site) as base:
+    with serve(site) as base, sync_playwright() as playwright:
         for direction, sentence in SENTENCES.items():
             runs = {False: [], True: []}
             for _ in range(args.repeat):
@@ -128,8 +140,7 @@ def main() -> int:
                         .replace("SENTENCE", json.dumps(sentence))
                         .replace("WAIT", json.dumps(wait))
                     )
-                    with Browser(executable) as browser:  # a fresh profile: nothing cached, a first visit
-                        runs[wait].append(browser.open(base + "book/inside.html", timeout=300, script=script).value)
+                    runs[wait].append(first_visit(playwright, executable, base + "book/inside.html", script))
             at_once, loaded = (median_run(runs[wait]) for wait in (False, True))
             rows.append(
                 f"{direction}: model loaded {loaded['loaded']:.0f} ms after the page opened (the runtime's "

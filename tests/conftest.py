@@ -1,6 +1,15 @@
-"""Shared fixtures: the Multi30k files come from the folder in MULTI30K_DIR (CI sets it)."""
+"""Shared fixtures: the Multi30k files come from the folder in MULTI30K_DIR (CI sets it); the built site
+in a browser (Playwright, driving the Chromium on PATH).
+"""
 
+import functools
+import http.server
 import os
+import shutil
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -14,3 +23,111 @@ def mirror() -> Path:
     if not folder:
         pytest.skip(f"set {LOCAL_DIR_ENV} to a folder of Multi30k files to run the data tests")
     return Path(folder)
+
+
+# ---------------------------------------------------------------------------------------------
+# The built site in a browser: pytest-playwright drives the machine's Chromium (Debian's, which
+# .ci/run installs); Playwright's own browser download is never needed. Without Chromium the
+# browser tests skip and say so.
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen: the width decides what fits the column
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's launch options, pointed at the Chromium on PATH."""
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on PATH: install Debian's chromium (.ci/run does) to run the browser tests")
+    flags = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": flags}
+
+
+@contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """Serve ``folder`` on an ephemeral localhost port; yields the base URL (ends with /)."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class PageReport:
+    """What one page showed and did."""
+
+    url: str
+    text: str = ""  # visible text outside code blocks
+    broken_images: list[str] = field(default_factory=list)
+    math_errors: list[str] = field(default_factory=list)
+    too_wide: list[str] = field(default_factory=list)  # code blocks and display formulas that scroll sideways
+    console_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    value: object = None  # what the ``script`` given to ``open_page`` returned
+
+    def external_requests(self, base: str) -> list[str]:
+        local = (base, "data:", "blob:", "about:", "chrome-extension:", "devtools:")
+        return [url for url in self.requests if not url.startswith(local)]
+
+
+# Runs in the page once it has loaded and MathJax (if any) has typeset: returns what the checks read.
+INSPECT = """async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  const clone = document.body.cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, mjx-container, .MathJax, mjx-assistive-mml, '
+                         + 'template, [hidden], .headerlink').forEach(e => e.remove());
+  const images = [...document.images].filter(img => !img.complete || img.naturalWidth === 0)
+                                     .map(img => img.currentSrc || img.src);
+  const mathErrors = [...document.querySelectorAll('mjx-merror, .MathJax_Error')]
+                     .map(e => e.getAttribute('data-mjx-error') || e.textContent);
+  const tooWide = [...document.querySelectorAll('.bd-article pre, .bd-article mjx-container[display="true"]')]
+                  .filter(e => e.scrollWidth > e.clientWidth + 1)
+                  .map(e => e.textContent.trim().slice(0, 60));
+  return {text: clone.innerText, images, mathErrors, tooWide};
+}"""
+
+
+@pytest.fixture(scope="session")
+def open_page(browser):
+    """``open_page(url, timeout=60, script=None)``: load the page in a fresh context, wait, inspect it.
+
+    ``script``, a JavaScript expression (a promise is awaited), then runs in the page, as a
+    reader's actions would: its value is the report's ``value``, and what it caused (requests,
+    errors) is in the report too.
+    """
+
+    def open_(url: str, timeout: float = 60, script: str | None = None) -> PageReport:
+        report = PageReport(url)
+        context = browser.new_context(viewport=VIEWPORT)
+        context.set_default_timeout(timeout * 1000)
+        page = context.new_page()
+        page.on("request", lambda request: report.requests.append(request.url))
+        page.on("pageerror", lambda error: report.console_errors.append(f"{error.name}: {error.message}"))
+        page.on("console", lambda message: message.type == "error" and report.console_errors.append(message.text))
+        try:
+            page.goto(url, wait_until="load", timeout=timeout * 1000)
+            seen = page.evaluate(INSPECT)
+            report.text, report.broken_images, report.math_errors = seen["text"], seen["images"], seen["mathErrors"]
+            report.too_wide = seen["tooWide"]
+            if script is not None:
+                report.value = page.evaluate(script)
+            page.wait_for_timeout(200)  # late events: a failed request, a console error
+        finally:
+            context.close()
+        return report
+
+    return open_
+
+
+@pytest.fixture(scope="session")
+def serve_folder():
+    """``serve_folder(folder)``: a context manager that serves it on localhost, yielding the base URL."""
+    return serve

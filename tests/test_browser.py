@@ -2,14 +2,15 @@
 loads its images, logs no error and makes no request that leaves the machine.
 
 Needs the built site (``jupyter-book build .``, which ``.ci/run`` does before running this) and
-Chromium (``.ci/run`` installs Debian's); without either the tests skip and say why.
+Chromium (``.ci/run`` installs Debian's), which pytest-playwright drives (tests/conftest.py);
+without either the tests skip and say why.
 """
 
 import base64
+import re
 from pathlib import Path
 
 import pytest
-from browser import Browser, chromium_path, raw_latex, serve
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -17,13 +18,10 @@ SITE = Path(__file__).parent.parent / "_build" / "html"
 NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
 
 
-@pytest.fixture(scope="module")
-def browser():
-    executable = chromium_path()
-    if executable is None:
-        pytest.skip("no Chromium on PATH: install Debian's chromium (.ci/run does) to run the browser tests")
-    with Browser(executable) as browser:
-        yield browser
+def raw_latex(text: str) -> list[str]:
+    """Snippets of TeX that MathJax should have typeset but the reader sees as source: any ``$``,
+    ``\\begin`` or ``\\frac`` in the visible text outside code, with a little context."""
+    return [text[max(m.start() - 20, 0) : m.end() + 20] for m in re.finditer(r"\$|\\begin|\\frac", text)]
 
 
 def problems(report, base: str) -> list[str]:
@@ -45,15 +43,15 @@ def site_pages() -> list[str]:
     return sorted(str(p.relative_to(SITE)) for p in pages if p not in redirects)
 
 
-def test_every_page_of_the_site(browser):
+def test_every_page_of_the_site(open_page, serve_folder):
     pages = site_pages()
     if not pages:
         pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
     assert len(pages) >= 20, pages
     failures = []
-    with serve(SITE) as base:
+    with serve_folder(SITE) as base:
         for page in pages:
-            report = browser.open(base + page)
+            report = open_page(base + page)
             assert report.text.strip(), f"{page} shows no text"
             failures += [f"{page}: {problem}" for problem in problems(report, base)]
     assert not failures, "\n".join(failures)
@@ -65,7 +63,7 @@ PIXEL = base64.b64decode(  # a 1 x 1 PNG
 )
 
 
-def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(browser, tmp_path):
+def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(open_page, serve_folder, tmp_path):
     (tmp_path / "pixel.png").write_bytes(PIXEL)
     (tmp_path / "good.html").write_text(
         "<html><head><link rel='icon' href='pixel.png'></head>"
@@ -78,9 +76,9 @@ def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(browser, tm
         "<img src='missing.png'><img src='https://example.com/logo.png'>"
         "<script>undefinedFunction()</script></body></html>"
     )
-    with serve(tmp_path) as base:
-        assert problems(browser.open(base + "good.html"), base) == []
-        found = problems(browser.open(base + "bad.html"), base)
+    with serve_folder(tmp_path) as base:
+        assert problems(open_page(base + "good.html"), base) == []
+        found = problems(open_page(base + "bad.html"), base)
     assert any(p.startswith("raw TeX: ") and "$q" in p for p in found), found
     assert any(p.startswith("raw TeX: ") and "\\frac" in p for p in found), found
     assert any(p.startswith("image does not load: ") and p.endswith("missing.png") for p in found), found

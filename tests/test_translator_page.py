@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from browser import Browser, chromium_path, serve
 
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.data import load_multi30k
@@ -63,18 +62,16 @@ ODD = [
 
 
 @pytest.fixture(scope="module")
-def site():
-    if chromium_path() is None:
-        pytest.skip("no Chromium on PATH: install Debian's chromium (.ci/run does) to run the browser tests")
+def site(open_page, serve_folder):
     if not (SITE / PAGE).is_file() or not MODELS.is_dir():
         pytest.skip(f"no built translator page in {SITE}: run `jupyter-book build .` first (.ci/run does)")
-    with Browser(chromium_path()) as browser, serve(SITE) as base:
-        yield browser, base
+    with serve_folder(SITE) as base:
+        yield open_page, base
 
 
 def run(site, script: str, timeout: float = 300):
-    browser, base = site
-    report = browser.open(base + PAGE, timeout=timeout, script=script)
+    open_page, base = site
+    report = open_page(base + PAGE, timeout=timeout, script=script)
     assert report.console_errors == []
     assert report.external_requests(base) == []
     return report.value
@@ -265,9 +262,9 @@ const view = (kind, layer, head) => {
 
 
 def inside(site, body: str, timeout: float = 300):
-    browser, base = site
+    open_page, base = site
     script = f"(async () => {{ {INSIDE_DRIVER} await settle(); {body} }})()"  # settle: the page's module has run
-    report = browser.open(base + INSIDE, timeout=timeout, script=script)
+    report = open_page(base + INSIDE, timeout=timeout, script=script)
     assert report.console_errors == []
     assert report.external_requests(base) == []
     return report.value
