@@ -1,6 +1,6 @@
 """Every lesson as a reader on Colab meets it: alone in an empty folder, in a bare environment.
 
-    python .ci/colab.py                          # every lesson, two at a time
+    python .ci/colab.py                          # every lesson (and every built assignment's solution), two at a time
     python .ci/colab.py notebooks/04_attention.ipynb [...]
 
 A reader who opens a lesson on Colab has none of this repository: no ``../results``, no
@@ -18,8 +18,13 @@ situation and runs each lesson top to bottom with nbclient:
   checkout, and lesson 11 clones it for its records;
 * cells tagged ``nbval-skip`` or ``skip-execution`` (lesson 11's GPU training) are not run.
 
+The assignments a student opens on Colab are checked the same way: where ``.ci/assignments.py``
+has built them (``_build/assignments``), each solution runs alone too, its first cell installing
+the package and Otter-Grader, and every ``grader.check`` must pass (its public tests).
+
 Outputs are not compared (nbval does that in the repository); a lesson fails on any error in a
-cell not tagged ``raises-exception``, and the script says which lesson and cell. Lessons that did
+cell not tagged ``raises-exception``, or an Otter check that failed, and the script says which
+lesson and cell. Lessons that did
 not fail leave nothing behind; a failed one keeps its folder under ``.colab/`` for a look (the
 notebook with its outputs, and ``kernel.log``: what the kernel and pip printed outside the cells).
 """
@@ -138,12 +143,32 @@ def run_lesson(notebook: Path, base: Path) -> tuple[str, float, str | None]:
         where = f"cell {index} (counting from 0)" if index is not None else "before the first cell"
         nbformat.write(nb, copy)  # its outputs, for a look
         return notebook.name, time.perf_counter() - start, f"{where}: {last}"
+    failed_checks = [  # an assignment's public tests, run by grader.check
+        i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and "Test case failed" in str(cell.outputs)
+    ]
+    if failed_checks:
+        nbformat.write(nb, copy)
+        return notebook.name, time.perf_counter() - start, f"cell {failed_checks[0]} (counting from 0): a check failed"
     shutil.rmtree(folder)
     return notebook.name, time.perf_counter() - start, None
 
 
+def assignment_solutions() -> list[Path]:
+    """The solutions .ci/assignments.py built, but the capstone's: it trains for 20 minutes (skip-execution)."""
+    solutions = sorted((ROOT / "_build" / "assignments").glob("*/autograder/*.ipynb"))
+    return [
+        path
+        for path in solutions
+        if not any("skip-execution" in c.metadata.get("tags", []) for c in nbformat.read(path, as_version=4).cells)
+    ]
+
+
 def main(argv: list[str]) -> int:
-    notebooks = [Path(a).resolve() for a in argv] or sorted((ROOT / "notebooks").glob("*.ipynb"), reverse=True)
+    solutions = sorted((ROOT / "_build" / "assignments").glob("*/autograder/*.ipynb"))  # .ci/assignments.py built them
+    notebooks = [Path(a).resolve() for a in argv] or [
+        *sorted((ROOT / "notebooks").glob("*.ipynb"), reverse=True),
+        *solutions,
+    ]
     missing = [str(n) for n in notebooks if not n.is_file()]
     if missing:
         print(f"no notebook at {', '.join(missing)}", file=sys.stderr)
@@ -168,7 +193,7 @@ def main(argv: list[str]) -> int:
             if problem:
                 failed.append(name)
     seconds = time.perf_counter() - start
-    print(f"{len(notebooks) - len(failed)} of {len(notebooks)} lessons ran alone in {seconds:.0f} s")
+    print(f"{len(notebooks) - len(failed)} of {len(notebooks)} notebooks ran alone in {seconds:.0f} s")
     if failed:
         print(f"failed: {', '.join(failed)} (their folders are under {WORK.relative_to(ROOT)}/)")
         return 1
