@@ -7,7 +7,8 @@ it instead of writing it again. The folders follow the book:
   (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention``, ``cache``,
   ``layers``, ``model``, ``batching``, ``tasks``, ``training``, ``checkpoint``, ``decoding``,
   ``metrics``) and a trained run in use (``translation``), PyTorch's modules as independent
-  references (``reference``), and what they all share (``errors``, ``files``, ``validation``, ``versions``, ``utils``, ``distributed``);
+  references (``reference``), and what they all share (``errors``, ``files``, ``validation``,
+  ``versions``, ``utils``, ``distributed``);
 * ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
 * ``cli/``: training runs from the command line (lesson 11): the parser, the commands, their YAML
   configs (``cli/configs/``) and sweeps;
