@@ -110,7 +110,7 @@ def scaled_trainer(task, scale=2.0**10):
     torch.manual_seed(0)
     model = Transformer(TransformerConfig.preset("tiny", vocab_size=20))
     trainer = Trainer(model, task, TrainConfig(epochs=1, warmup=5, progress=False))
-    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=1000)
+    trainer.amp.scaler = torch.amp.GradScaler("cpu", init_scale=scale, growth_interval=1000)
     return trainer
 
 
@@ -128,12 +128,12 @@ def test_an_overflow_skips_the_step_and_lowers_the_scale():
     assert all(torch.equal(a, b) for a, b in zip(before, weights(trainer), strict=True)), (
         "a skipped step changes nothing"
     )
-    assert trainer.scaler.get_scale() == 2.0**9 and trainer.skipped_steps == 1
+    assert trainer.amp.scaler.get_scale() == 2.0**9 and trainer.amp.skipped_steps == 1
     trainer.train_step(batches[2:3])
     after = weights(trainer)
     assert all(torch.isfinite(w).all() for w in after)
     assert not all(torch.equal(a, b) for a, b in zip(before, after, strict=True)), "the next step trains"
-    assert trainer.skipped_steps == 1
+    assert trainer.amp.skipped_steps == 1
 
 
 def test_the_scale_and_the_weights_resume_exactly(tmp_path):
@@ -153,8 +153,8 @@ def test_the_scale_and_the_weights_resume_exactly(tmp_path):
     rest.calls = 2  # the overflow is behind it, as in the first run
     resumed = scaled_trainer(rest, scale=1.0)  # a different scale, which the checkpoint replaces
     resumed.load_state(torch.load(path, weights_only=True))
-    assert resumed.scaler.get_scale() == 2.0**9
+    assert resumed.amp.scaler.get_scale() == 2.0**9
     for i in range(2, 4):
         resumed.train_step(batches[i : i + 1])
-    assert resumed.scaler.state_dict() == straight.scaler.state_dict()
+    assert resumed.amp.scaler.state_dict() == straight.amp.scaler.state_dict()
     assert all(torch.equal(a, b) for a, b in zip(weights(straight), weights(resumed), strict=True))

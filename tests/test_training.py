@@ -3,6 +3,7 @@
 import math
 import random
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -14,6 +15,8 @@ from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_c
 from transformer_lib.checkpoint import snapshots as snapshot_files
 from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr, steps_in_time
+
+DATA = Path(__file__).parent / "data"
 
 
 def random_examples(n, seed=0, vocab=20):
@@ -109,6 +112,26 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
     assert resumed.step == 5
     resumed_losses = [r["loss"] for r in resumed.train() if "loss" in r]
     assert resumed_losses == losses[5:]  # exactly, on the CPU
+
+
+def small_trainer(run_dir, **overrides):
+    """A one-layer translator, d_model 16: the model of tests/data/checkpoint_v1."""
+    torch.manual_seed(0)
+    model = Transformer(TransformerConfig(vocab_size=20, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.1))
+    config = TrainConfig(**{**dict(epochs=2, warmup=5, progress=False, grad_accum=2), **overrides})
+    task = TranslationTask(random_examples(120), random_examples(20, seed=1), max_tokens=128)
+    return Trainer(model, task, config, run_dir=run_dir)
+
+
+def test_a_checkpoint_written_before_the_trainer_was_split_still_resumes(tmp_path):
+    """tests/data/checkpoint_v1: ``small_trainer(max_steps=5, checkpoint_every=5)`` trained by the Trainer of
+    b388fb0, which held its precision and its checkpoints itself (before Precision and RunState)."""
+    whole = [r["loss"] for r in small_trainer(tmp_path / "whole").train() if "loss" in r]
+    resumed = small_trainer(tmp_path / "old")
+    resumed.load_state(load_checkpoint(DATA / "checkpoint_v1" / "checkpoint.pt"))
+    assert resumed.step == 5
+    losses = [r["loss"] for r in resumed.train() if "loss" in r]
+    assert len(losses) == len(whole) - 5 and losses == pytest.approx(whole[5:], rel=1e-4)  # another CPU: last digits
 
 
 def test_training_lowers_the_loss_and_writes_metrics(tmp_path):

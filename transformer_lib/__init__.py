@@ -5,7 +5,7 @@ it instead of writing it again. The folders follow the book:
 
 * the top level, one module per concept: the Transformer that lessons 2 to 10 build
   (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention``, ``cache``,
-  ``layers``, ``model``, ``batching``, ``tasks``, ``training``, ``checkpoint``, ``decoding``,
+  ``layers``, ``model``, ``batching``, ``tasks``, ``training``, ``run_state``, ``checkpoint``, ``decoding``,
   ``metrics``) and a trained run in use (``translation``), PyTorch's modules as independent
   references (``reference``), and what they all share (``errors``, ``files``, ``validation``,
   ``versions``, ``utils``, ``distributed``);

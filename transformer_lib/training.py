@@ -10,11 +10,8 @@ a CSV log, and checkpoints from which a run resumes exactly.
 from __future__ import annotations
 
 import contextlib
-import csv
-import dataclasses
 import math
 import os
-import random
 import signal
 import sys
 import threading
@@ -23,16 +20,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from transformer_lib import checkpoint, distributed
+from transformer_lib import distributed
 from transformer_lib.errors import Interrupted, InvalidType, InvalidValue
-from transformer_lib.files import atomic_path
+from transformer_lib.run_state import RunState, _config_dict  # noqa: F401 (training._config_dict, as before)
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import Task, missing_methods
 from transformer_lib.validation import check_fields, check_range
@@ -140,6 +136,46 @@ class TrainConfig:
             raise InvalidValue(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
 
+class Precision:
+    """How a step's arithmetic runs: autocast to bf16 or fp16 on a GPU, and fp16's loss scaling.
+
+    ``name`` is the precision :func:`device_precision` chose. With fp16 the loss is scaled up
+    before backward, and a step whose gradients overflowed is skipped (and the scale lowered):
+    ``skipped_steps`` counts them. For the other precisions the scaler is a no-op.
+    """
+
+    def __init__(self, precision: str, device: torch.device) -> None:
+        self.name = device_precision(precision, device)
+        half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.name)
+        self.autocast = torch.autocast("cuda", dtype=half or torch.bfloat16, enabled=half is not None)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.name == "fp16")
+        self.skipped_steps = 0
+
+    def backward(self, loss: Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def unscale(self, optimizer: torch.optim.Optimizer) -> None:
+        """The true gradients, for clipping (fp16); a no-op otherwise."""
+        self.scaler.unscale_(optimizer)
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer's step, unless fp16's gradients overflowed; then the scale is lowered."""
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        if self.scaler.is_enabled() and self.scaler.get_scale() < scale:
+            self.skipped_steps += 1
+
+
+def adam(params: list[nn.Parameter], config: TrainConfig, fused: bool) -> torch.optim.Adam:
+    """The paper's Adam at learning rate 1 (the schedule sets it): fused into one kernel on a GPU,
+    and on a CPU the same arithmetic as one call per operation for all parameters."""
+    return torch.optim.Adam(
+        params, lr=1.0, betas=config.betas, eps=config.adam_eps, weight_decay=config.weight_decay,
+        fused=fused, foreach=not fused,
+    )  # fmt: skip
+
+
 def steps_in_time(done: int, elapsed: float, budget: float) -> int:
     """How many steps a time budget of ``budget`` seconds allows at the rate of ``done`` steps in ``elapsed``."""
     if done < 1 or elapsed <= 0:
@@ -147,7 +183,44 @@ def steps_in_time(done: int, elapsed: float, budget: float) -> int:
     return max(done, round(done * budget / elapsed))
 
 
-class Trainer:
+def check_trainable(model: nn.Module, task: Task) -> int:
+    """The model's ``d_model`` (the warm-up schedule scales with it), or one clear error."""
+    missing = missing_methods(task)
+    if missing:
+        raise InvalidType(
+            f"task must meet the Task contract (transformer_lib.tasks): {type(task).__name__} has no "
+            + ", ".join(missing)
+        )
+    d_model = getattr(model, "d_model", None)
+    if not isinstance(d_model, int):
+        raise InvalidValue(f"{type(model).__name__} has no integer d_model, which the warm-up schedule scales with")
+    return d_model
+
+
+def wrapped(model: nn.Module, device: torch.device, compile: bool, world: int) -> tuple[nn.Module, ...]:
+    """The model for validation, for gradient averaging, and for training steps.
+
+    ``torch.compile`` only on a GPU. With several processes, :class:`DistributedDataParallel`
+    averages the gradients in ``backward()``; validation runs in each process alone, without it.
+    """
+    on_gpu = device.type == "cuda"
+    compile_ = (lambda m: torch.compile(m, dynamic=True)) if compile and on_gpu else (lambda m: m)
+    eval_model = compile_(model)
+    if world == 1:
+        return eval_model, model, eval_model
+    parallel = DistributedDataParallel(model, device_ids=[device] if on_gpu else None)
+    return eval_model, parallel, compile_(parallel)
+
+
+def attention_kernels(device: torch.device):
+    """PyTorch's fused attention without cuDNN's kernel on a GPU: cuDNN plans anew for each shape
+    (11-13 ms of CPU time per call on an H100, NOTES.md), and token batches change shape every step."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
+class Trainer(RunState):
     """Trains any model on any :class:`~transformer_lib.tasks.Task`; see :class:`TrainConfig`.
 
     The model only has to be an ``nn.Module`` with a ``d_model`` attribute (the warm-up schedule
@@ -169,60 +242,27 @@ class Trainer:
         run_dir: str | os.PathLike | None = None,
         device: torch.device | str = "cpu",
     ) -> None:
-        missing = missing_methods(task)
-        if missing:
-            raise InvalidType(
-                f"task must meet the Task contract (transformer_lib.tasks): {type(task).__name__} has no "
-                + ", ".join(missing)
-            )
-        d_model = getattr(model, "d_model", None)
-        if not isinstance(d_model, int):
-            raise InvalidValue(f"{type(model).__name__} has no integer d_model, which the warm-up schedule scales with")
+        d_model = check_trainable(model, task)
         self.config = c = config or TrainConfig()
         self.device = torch.device(device)
         self.model = model.to(self.device)
         self.task = task
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.rank, self.world = distributed.rank(), distributed.world_size()
-        if self.run_dir is not None and self.is_main:  # what a write killed midway left behind
-            for leftover in self.run_dir.glob(".*.part"):
-                leftover.unlink()
+        self.remove_partial_files()
         on_gpu = self.device.type == "cuda"
         self.params = list(model.parameters())
-        self.optimizer = torch.optim.Adam(  # fused: one kernel for every parameter's update, on a GPU
-            self.params,
-            lr=1.0,
-            betas=c.betas,
-            eps=c.adam_eps,
-            weight_decay=c.weight_decay,
-            fused=on_gpu,
-            foreach=not on_gpu,  # on a CPU: the same arithmetic, one call per operation for all parameters
-        )
+        self.optimizer = adam(self.params, c, fused=on_gpu)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: noam_lr(step + 1, d_model, c.warmup, c.lr_factor)
         )
-        self.precision = device_precision(c.precision, self.device)
-        half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
-        self.autocast = torch.autocast("cuda", dtype=half or torch.bfloat16, enabled=half is not None)
-        # fp16's narrow range: the loss is scaled up before backward, and a step whose gradients
-        # overflowed is skipped (and the scale lowered); a no-op for the other precisions
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
-        self.skipped_steps = 0
+        self.amp = Precision(c.precision, self.device)
         self.train_seconds = 0.0  # the run's training time so far, validations included, across resumes
-        compile_ = (lambda m: torch.compile(m, dynamic=True)) if c.compile and on_gpu else (lambda m: m)
-        self.eval_model = compile_(model)  # validation: each process alone, no collective calls
-        if self.world > 1:  # averages the gradients of all processes in backward()
-            model = DistributedDataParallel(model, device_ids=[self.device] if on_gpu else None)
-        self.parallel_model = model
-        self.run_model = compile_(model) if self.world > 1 else self.eval_model
+        self.eval_model, self.parallel_model, self.run_model = wrapped(model, self.device, c.compile, self.world)
         self.step = self.epoch = self.batch_in_epoch = 0
         self.history: list[dict] = []
         self.extra_state: dict = {}  # entries every checkpoint carries besides the state (the CLI's tokenizer)
         torch.manual_seed(c.seed)
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
 
     # -- the loop ----------------------------------------------------------------------------
     def total_steps(self) -> int:
@@ -336,24 +376,20 @@ class Trainer:
         for i, indices in enumerate(batches):
             batch = self.task.make_batch(indices, train=True).to(self.device)
             last = i == len(batches) - 1  # processes average their gradients once, at the last batch
-            with self._no_sync(not last), self._attention_kernels():
-                with self.autocast:
+            with self._no_sync(not last), attention_kernels(self.device):
+                with self.amp.autocast:
                     loss, count = self.task.loss(self.run_model, batch, train=True)
-                self.scaler.scale(loss * (0.0 if idle else 1.0)).backward()
+                self.amp.backward(loss * (0.0 if idle else 1.0))
             if not idle:
                 sums += torch.stack([loss.detach().float(), torch.as_tensor(count, device=self.device).float()])
         sums = distributed.sum_tensor(sums)
         grads = [p.grad for p in self.params if p.grad is not None]
         torch._foreach_mul_(grads, self.world / sums[1])  # DistributedDataParallel averaged: undo, divide by items
-        self.scaler.unscale_(self.optimizer)  # fp16: the true gradients, before clipping
+        self.amp.unscale(self.optimizer)  # fp16: the true gradients, before clipping
         max_norm = self.config.clip_grad or math.inf  # the norm before clipping is logged either way
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         lr = self.scheduler.get_last_lr()[0]
-        scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
-        self.scaler.step(self.optimizer)  # fp16: skipped if a gradient overflowed
-        self.scaler.update()
-        if self.scaler.is_enabled() and self.scaler.get_scale() < scale:
-            self.skipped_steps += 1
+        self.amp.step(self.optimizer)  # fp16: skipped if a gradient overflowed
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.step += 1
@@ -381,7 +417,7 @@ class Trainer:
         total, count = 0.0, 0
         for indices in batches[self.rank :: self.world]:
             batch = self.task.make_batch(indices, train=False).to(self.device)
-            with self.autocast, self._attention_kernels():
+            with self.amp.autocast, attention_kernels(self.device):
                 loss, items = self.task.loss(self.eval_model, batch, train=False)
             total, count = total + loss.item(), count + int(items)
         total, count = distributed.sum_across([total, float(count)], self.device)
@@ -389,114 +425,6 @@ class Trainer:
         if log:
             self._log(record)
         return record
-
-    def _log(self, record: dict) -> None:
-        self.history.append(record)
-        if self.run_dir is None or not self.is_main:
-            return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        path = self.run_dir / "metrics.csv"
-        fields = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]
-        new = not path.exists()
-        with open(path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            if new:
-                writer.writeheader()
-            writer.writerow(record)
-
-    # -- checkpoints ---------------------------------------------------------------------------
-    def state(self) -> dict:
-        """Everything a resumed run needs: weights, optimizer, schedule, position, random states."""
-        return {
-            "model": self.model.state_dict(),
-            "model_config": _config_dict(self.model),
-            "train_config": dataclasses.asdict(self.config),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),  # fp16's loss scale ({} for the other precisions)
-            "position": {
-                "step": self.step,
-                "epoch": self.epoch,
-                "batch_in_epoch": self.batch_in_epoch,
-                "seconds": self.train_seconds,  # what max_minutes and snapshot_minutes count
-            },
-            "rng": distributed.gather(_rng_state()),  # one entry per process: each draws its own dropout
-        }
-
-    def save_checkpoint(self, path: str | os.PathLike | None = None, **extra) -> Path | None:
-        """Write :meth:`state` (plus ``extra`` entries) atomically; by default to run_dir/checkpoint.pt.
-
-        With ``keep_last`` set, the run folder also keeps the weights of the last ``keep_last``
-        default checkpoints as ``weights-step<step>.pt``, which
-        :func:`~transformer_lib.checkpoint.average_checkpoints` reads.
-        """
-        state = {**self.state(), **self.extra_state, **extra}  # every process takes part in gathering it
-        if not self.is_main:
-            return None
-        if path is None:
-            if self.run_dir is None:
-                return None
-            path = self.run_dir / checkpoint.CHECKPOINT
-            if self.config.keep_last:
-                checkpoint.save(
-                    {"model": self.model.state_dict(), "step": self.step},
-                    checkpoint.weights_path(self.run_dir, self.step),
-                )
-                for old in checkpoint.kept_weights(self.run_dir)[: -self.config.keep_last]:
-                    old.unlink()
-        return checkpoint.save(state, path)
-
-    def save_snapshot(self, minutes: float, seconds: float | None = None) -> Path | None:
-        """The model as a run stopped after ``minutes`` of training would leave it: ``snapshot-<minutes>min.pt``.
-
-        A checkpoint is written first (as at a run's end), then the snapshot holds the mean of the
-        last ``keep_last`` kept weights (the current weights without ``keep_last``), with the
-        checkpoint's extra entries (the CLI's tokenizer), so ``load_model`` reads it. The
-        ``train`` command scores every snapshot after training: a BLEU-per-minute curve.
-        """
-        self.save_checkpoint()
-        if self.run_dir is None or not self.is_main:
-            return None
-        kept = checkpoint.kept_weights(self.run_dir)[-self.config.keep_last :] if self.config.keep_last else []
-        weights = checkpoint.average_checkpoints(kept) if kept else self.model.state_dict()
-        state = {"model": weights, "model_config": _config_dict(self.model), **self.extra_state}
-        state["snapshot"] = {"minutes": minutes, "seconds": seconds, "step": self.step, "averaged": len(kept)}
-        return checkpoint.save(state, checkpoint.snapshot_path(self.run_dir, minutes))
-
-    def load_state(self, state: dict) -> None:
-        """Continue from a checkpoint written by :meth:`save_checkpoint`."""
-        if len(state["rng"]) != self.world:
-            raise InvalidValue(
-                f"the checkpoint was written by {len(state['rng'])} process(es) and this run has {self.world}: "
-                "resume with the same number of processes"
-            )
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if state.get("scaler"):  # absent from checkpoints before fp16, empty when it was off
-            self.scaler.load_state_dict(state["scaler"])
-        self.step, self.epoch, self.batch_in_epoch = (state["position"][k] for k in ("step", "epoch", "batch_in_epoch"))
-        self.train_seconds = state["position"].get("seconds", 0.0)  # absent before time budgets spanned resumes
-        _set_rng_state(state["rng"][self.rank])
-        self._forget_metrics_after(self.step)
-
-    def _forget_metrics_after(self, step: int) -> None:
-        """Drop metrics.csv rows past ``step``: a resumed run trains them again (no step twice)."""
-        path = self.run_dir / "metrics.csv" if self.run_dir is not None else None
-        if path is None or not self.is_main or not path.exists():
-            return
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
-        kept = [rows[0], *(row for row in rows[1:] if int(row[0]) <= step)]
-        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
-            csv.writer(f).writerows(kept)
-
-    def _attention_kernels(self):
-        """PyTorch's fused attention without cuDNN's kernel on a GPU: cuDNN plans anew for each shape
-        (11-13 ms of CPU time per call on an H100, NOTES.md), and token batches change shape every step."""
-        if self.device.type != "cuda":
-            return contextlib.nullcontext()
-        return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
     def _no_sync(self, skip: bool):
         """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""
@@ -583,29 +511,3 @@ def _stop_requests():
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def _config_dict(model: nn.Module) -> dict | None:
-    """The model's dataclass config as a dict (how ``load_model`` rebuilds it), or None."""
-    config = getattr(model, "config", None)
-    return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None
-
-
-def _rng_state() -> dict:
-    """This process's random generators (dropout, shuffles), in a form weights_only=True loads."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()  # noqa: NPY002 -- the global state
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "python": random.getstate(),
-        "numpy": [name, keys.tolist(), pos, has_gauss, cached],
-    }
-
-
-def _set_rng_state(rng: dict) -> None:
-    torch.set_rng_state(rng["torch"])
-    if rng["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-    random.setstate(rng["python"])
-    name, keys, pos, has_gauss, cached = rng["numpy"]
-    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))  # noqa: NPY002

@@ -156,7 +156,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     distributed.finish()
     if not main:
         return  # the main process evaluates and writes the scores
-    skipped = f" ({trainer.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
+    skipped = f" ({trainer.amp.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
     _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s{skipped}")
     try:
         scores = _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
