@@ -5,6 +5,7 @@ python -m transformer_lib.benchmarks.profile_step    # where the time of one tra
 python -m transformer_lib.benchmarks.decode_speed    # a trained translator on a whole test set
 python -m transformer_lib.benchmarks.kv_cache        # the key-value cache's speed-up (lesson 10)
 python -m transformer_lib.benchmarks.attention_cost  # attention's time and memory against length (lesson 12)
+python -m transformer_lib.benchmarks.confidence      # the translator page's confidence, in and outside its domain
 
 The helpers below are what the scripts share: a timing loop and the form of their records.
 """

@@ -27,6 +27,7 @@ generation loop (:func:`transformer_lib.decoding.extend`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -51,7 +52,7 @@ from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig, extend, leng
 from transformer_lib.errors import InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import sha256_of, write_bytes, write_text
 from transformer_lib.model import Transformer, count_parameters
-from transformer_lib.special_tokens import BOS_ID, PAD_ID, SPECIAL_TOKENS
+from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_in_batches
 
@@ -338,6 +339,41 @@ class OnnxTranslator:
     def translate(self, sentences: Sequence[str], batch_size: int = 64) -> list[str]:
         """Translate sentences greedily, as :func:`transformer_lib.translation.translate_sentences` does."""
         return translate_in_batches(self.tokenizer, sentences, self.greedy, batch_size, self.info["config"]["max_len"])
+
+    def translate_one(self, sentence: str) -> Translation:
+        """One sentence, greedily, as the translator page decodes it: with whether it finished and
+        how sure the model was (:class:`Translation`)."""
+        src_ids = [*self.tokenizer.encode(sentence), EOS_ID]
+        src = torch.tensor([src_ids])
+        memory = self.encode(src)
+        limit = int(length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])[0])
+        ids, chosen = [BOS_ID], []  # chosen: the probability of each token the model picked
+        for step in range(limit):
+            logits = self.next_logits(torch.tensor([ids]), memory, src)[0][0].float()
+            logits[NEVER_GENERATED] = float("-inf")
+            probs = logits.softmax(-1)
+            token = int(probs.argmax())
+            if step + 1 >= limit and token != EOS_ID:  # the limit: <eos> forced, not chosen
+                return Translation(self.tokenizer.decode(ids[1:]), ids[1:], False, _mean(chosen))
+            ids.append(token)
+            chosen.append(float(probs[token]))
+            if token == EOS_ID:
+                break
+        return Translation(self.tokenizer.decode(ids[1:-1]), ids[1:-1], True, _mean(chosen))
+
+
+@dataclasses.dataclass(frozen=True)
+class Translation:
+    """A greedy translation of one sentence, as the translator page shows it."""
+
+    text: str
+    ids: list[int]  # the output tokens, without <eos>
+    finished: bool  # False: it reached the length limit without choosing <eos> (a runaway output)
+    confidence: float  # the mean probability of the tokens the model chose, <eos> included when it chose it
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
 
 
 def cached_export(checkpoint: str | os.PathLike, precision: str = "fp16") -> Path:

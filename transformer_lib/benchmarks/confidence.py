@@ -1,0 +1,113 @@
+"""How sure the translator page's models are, inside their domain and outside it (issue 45).
+
+    python -m transformer_lib.benchmarks.confidence [--json results/translator/confidence.json]
+
+Lesson 11's translators learned from Multi30k: descriptions of photos. For each direction this
+decodes, greedily and one sentence at a time as the page does (the exported ONNX files,
+:meth:`~transformer_lib.web.export.OnnxTranslator.translate_one`), every sentence of
+test_2016_flickr and a handful of everyday sentences outside that domain (``OUTSIDE``, written for
+this), and records each one's confidence: the mean probability of the tokens the model chose.
+
+The page warns below a **threshold chosen on the test set**: the confidence that 5 % of
+test_2016_flickr's sentences fall below (its 5th percentile, rounded down to 0.01), so the
+warning fires on about one in twenty sentences of the kind the model knows. The record says how
+often it fires on the sentences outside the domain, and how many of those did not finish (reached
+the length limit without choosing ``<eos>``). The site build puts each threshold into the page's
+``model.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from transformer_lib.benchmarks import provenance, write_record
+from transformer_lib.data import load_multi30k
+from transformer_lib.utils import environment
+from transformer_lib.web.export import OnnxTranslator, cached_export
+
+MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
+PERCENTILE = 5  # the warning fires on this share of the test set's sentences, by construction
+# Everyday sentences: speech, questions, news, the office; none describes a photo.
+OUTSIDE = {
+    "de_en": [
+        "Wie spät ist es?",
+        "Die Regierung hat neue Steuern angekündigt.",
+        "Ich habe heute keine Zeit, weil ich arbeiten muss.",
+        "Kannst du mir bitte helfen?",
+        "Der Aktienmarkt ist gestern stark gefallen.",
+        "Ich liebe dich.",
+        "Das Wetter wird morgen besser.",
+        "Wo ist der Bahnhof?",
+        "Bitte schicken Sie mir die Rechnung bis Freitag.",
+        "Die Verhandlungen über den Vertrag wurden abgebrochen.",
+    ],
+    "en_de": [
+        "What time is it?",
+        "The government announced new taxes.",
+        "I have no time today because I have to work.",
+        "Can you help me, please?",
+        "The stock market fell sharply yesterday.",
+        "I love you.",
+        "The weather will be better tomorrow.",
+        "Where is the train station?",
+        "Please send me the invoice by Friday.",
+        "The negotiations about the contract were broken off.",
+    ],
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, help="only the first N test sentences (a quick check)")
+    parser.add_argument("--json", type=Path, help="write the record to this file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    env = environment(torch.device("cpu"))
+    print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; greedy, one sentence at a time\n")
+    rows = []
+    for direction, outside in OUTSIDE.items():
+        translator = OnnxTranslator(cached_export(MODELS / f"{direction}.model_fp16.pt"))
+        src = translator.info["src"]
+        start = time.perf_counter()
+        test = [translator.translate_one(s) for s in load_multi30k("test_2016_flickr", src)[: args.limit]]
+        everyday = [translator.translate_one(s) for s in outside]
+        scores = [t.confidence for t in test]
+        threshold = math.floor(float(np.percentile(scores, PERCENTILE)) * 100) / 100
+        row = {
+            **provenance(env),
+            "direction": direction,
+            "threshold": threshold,
+            "rule": f"the {PERCENTILE}th percentile of test_2016_flickr's confidences, rounded down to 0.01",
+            "test_sentences": len(test),
+            "test_median": round(statistics.median(scores), 4),
+            "test_warned": sum(s < threshold for s in scores),
+            "test_unfinished": sum(not t.finished for t in test),
+            "outside": [
+                {"source": s, "translation": t.text, "confidence": round(t.confidence, 4), "finished": t.finished}
+                for s, t in zip(outside, everyday, strict=True)
+            ],
+            "outside_warned": sum(t.confidence < threshold or not t.finished for t in everyday),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        rows.append(row)
+        print(
+            f"{direction}: threshold {threshold:.2f} ({row['rule']}); "
+            f"test_2016_flickr: median {row['test_median']:.2f}, warned {row['test_warned']} of {len(test)}, unfinished {row['test_unfinished']}; "
+            f"outside the domain: warned {row['outside_warned']} of {len(outside)}"
+        )
+        for item in row["outside"]:
+            mark = "" if item["finished"] else " (did not finish)"
+            print(f"  {item['confidence']:.2f}  {item['source']}  ->  {item['translation'][:70]}{mark}")
+    if args.json:
+        write_record(args.json, env, rows)
+
+
+if __name__ == "__main__":
+    main()
