@@ -29,6 +29,7 @@ import torch
 
 from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.data import load_multi30k
+from transformer_lib.files import write_text
 from transformer_lib.utils import environment
 from transformer_lib.web.export import OnnxTranslator, cached_export
 
@@ -70,7 +71,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     env = environment(torch.device("cpu"))
-    print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; greedy, one sentence at a time\n")
+    lines: list[str] = []  # printed, and the text record the translator page shows
+
+    def say(line: str = "") -> None:
+        print(line)
+        lines.append(line)
+
+    say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; greedy, one sentence at a time")
+    say()
     rows = []
     for direction, outside in OUTSIDE.items():
         translator = OnnxTranslator(cached_export(MODELS / f"{direction}.model_fp16.pt"))
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
             **provenance(env),
             "direction": direction,
             "threshold": threshold,
-            "rule": f"the {PERCENTILE}th percentile of test_2016_flickr's confidences, rounded down to 0.01",
+            "rule": f"the {PERCENTILE}th percentile of test_2016_flickr's, rounded down",
             "test_sentences": len(test),
             "test_median": round(statistics.median(scores), 4),
             "test_warned": sum(s < threshold for s in scores),
@@ -97,16 +105,21 @@ def main(argv: list[str] | None = None) -> None:
             "seconds": round(time.perf_counter() - start, 1),
         }
         rows.append(row)
-        print(
-            f"{direction}: threshold {threshold:.2f} ({row['rule']}); "
-            f"test_2016_flickr: median {row['test_median']:.2f}, warned {row['test_warned']} of {len(test)}, unfinished {row['test_unfinished']}; "
-            f"outside the domain: warned {row['outside_warned']} of {len(outside)}"
+        say(f"{direction}: warned below {threshold:.2f}, {row['rule']}")
+        say(f"  test_2016_flickr: median {row['test_median']:.2f}; warned {row['test_warned']} of {len(test)}; "
+            f"did not finish {row['test_unfinished']}")  # fmt: skip
+        say(
+            f"  outside the domain: warned {row['outside_warned']} of {len(outside)} "
+            "(a low confidence, or did not finish)"
         )
         for item in row["outside"]:
-            mark = "" if item["finished"] else " (did not finish)"
-            print(f"  {item['confidence']:.2f}  {item['source']}  ->  {item['translation'][:70]}{mark}")
+            mark = ", did not finish" if not item["finished"] else ""
+            say(f"  {item['confidence']:.2f}{mark}  {item['source']}")
+            say(f"        -> {item['translation'][:72]}")
+        say()
     if args.json:
         write_record(args.json, env, rows)
+        write_text(args.json.with_suffix(".txt"), "\n".join(lines))
 
 
 if __name__ == "__main__":
