@@ -7,7 +7,8 @@ After an HTML build, ``_static/translator/`` of the output receives:
   ``model.json`` (what the page reads; ``tokenizer.model`` too, for Python), exported from the
   checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
   :func:`transformer_lib.web.export.cached_export`), with the BLEU measured for exactly that
-  checkpoint and precision in ``translator_record``.
+  checkpoint and precision in ``translator_record``, and the confidence threshold and example
+  sentences of ``translator_confidence_record`` (``python -m transformer_lib.benchmarks.confidence``).
 
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
 (``python -m transformer_lib.benchmarks.onnx_precision``): a checkpoint without a measured
@@ -44,6 +45,19 @@ def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
     )
 
 
+def measured_confidence(record: Path, checkpoint: Path) -> dict:
+    """The confidence benchmark's row for this checkpoint: the warning threshold and the examples."""
+    if not record.is_file():
+        raise ExtensionError(f"{record} does not exist: run python -m transformer_lib.benchmarks.confidence")
+    sha = sha256_of(checkpoint)
+    for row in json.loads(record.read_text(encoding="utf-8"))["rows"]:
+        if row["checkpoint_sha256"] == sha:
+            return row
+    raise ExtensionError(
+        f"{record} has no threshold for {checkpoint}: run python -m transformer_lib.benchmarks.confidence"
+    )
+
+
 def write_translator_files(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -62,6 +76,12 @@ def write_translator_files(app, exception) -> None:
         bleu = measured_bleu(root / app.config.translator_record, checkpoint, precision)
         info["checkpoint"] = name
         info["bleu"] = {k: bleu[k] for k in ("split", "sacrebleu_cased", "decoding", "sentences")}
+        confidence = measured_confidence(root / app.config.translator_confidence_record, checkpoint)
+        info["confidence_threshold"] = confidence["threshold"]
+        info["examples"] = {
+            "test": [example["source"] for example in confidence["examples"]],
+            "outside": [item["source"] for item in confidence["outside"][:2]],
+        }
         info["megabytes"] = round(sum((out / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx")) / 1e6, 1)
         write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
 
@@ -70,5 +90,6 @@ def setup(app):
     app.add_config_value("translator_models", {}, "html")  # direction -> checkpoint, from the book's root
     app.add_config_value("translator_precision", "fp16", "html")
     app.add_config_value("translator_record", "results/translator/onnx_precision.json", "html")
+    app.add_config_value("translator_confidence_record", "results/translator/confidence.json", "html")
     app.connect("build-finished", write_translator_files)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -8,7 +8,8 @@ decodes, greedily and one sentence at a time as the page does (the exported ONNX
 test_2016_flickr and a handful of everyday sentences outside that domain (``OUTSIDE``, written for
 this), and records each one's confidence: the mean probability of the tokens the model chose.
 
-The page warns below a **threshold chosen on the test set**: the confidence that 5 % of
+The page offers three test sentences (``EXAMPLES``) and the first two everyday ones to start from.
+It warns below a **threshold chosen on the test set**: the confidence that 5 % of
 test_2016_flickr's sentences fall below (its 5th percentile, rounded down to 0.01), so the
 warning fires on about one in twenty sentences of the kind the model knows. The record says how
 often it fires on the sentences outside the domain, and how many of those did not finish (reached
@@ -29,12 +30,13 @@ import torch
 
 from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.data import load_multi30k
-from transformer_lib.files import write_text
+from transformer_lib.files import sha256_of, write_text
 from transformer_lib.utils import environment
 from transformer_lib.web.export import OnnxTranslator, cached_export
 
 MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
 PERCENTILE = 5  # the warning fires on this share of the test set's sentences, by construction
+EXAMPLES = (4, 6, 12)  # lines of test_2016_flickr that the page offers to start from (none is in train)
 # Everyday sentences: speech, questions, news, the office; none describes a photo.
 OUTSIDE = {
     "de_en": [
@@ -81,16 +83,19 @@ def main(argv: list[str] | None = None) -> None:
     say()
     rows = []
     for direction, outside in OUTSIDE.items():
-        translator = OnnxTranslator(cached_export(MODELS / f"{direction}.model_fp16.pt"))
-        src = translator.info["src"]
+        checkpoint = MODELS / f"{direction}.model_fp16.pt"
+        translator = OnnxTranslator(cached_export(checkpoint))
         start = time.perf_counter()
-        test = [translator.translate_one(s) for s in load_multi30k("test_2016_flickr", src)[: args.limit]]
+        sources = load_multi30k("test_2016_flickr", translator.info["src"])[: args.limit]
+        test = [translator.translate_one(s) for s in sources]
         everyday = [translator.translate_one(s) for s in outside]
         scores = [t.confidence for t in test]
         threshold = math.floor(float(np.percentile(scores, PERCENTILE)) * 100) / 100
         row = {
             **provenance(env),
             "direction": direction,
+            "checkpoint": checkpoint.name,
+            "checkpoint_sha256": sha256_of(checkpoint),
             "threshold": threshold,
             "rule": f"the {PERCENTILE}th percentile of test_2016_flickr's, rounded down",
             "test_sentences": len(test),
@@ -100,6 +105,11 @@ def main(argv: list[str] | None = None) -> None:
             "outside": [
                 {"source": s, "translation": t.text, "confidence": round(t.confidence, 4), "finished": t.finished}
                 for s, t in zip(outside, everyday, strict=True)
+            ],
+            "examples": [
+                {"line": i, "source": sources[i], "confidence": round(test[i].confidence, 4)}
+                for i in EXAMPLES
+                if i < len(test)
             ],
             "outside_warned": sum(t.confidence < threshold or not t.finished for t in everyday),
             "seconds": round(time.perf_counter() - start, 1),
