@@ -230,6 +230,64 @@ def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
     assert got["error"] is None and got["output"]
 
 
+RUNAWAY = (
+    "Ich habe heute keine Zeit, weil ich arbeiten muss."  # runs to the length limit (results/translator/confidence.txt)
+)
+
+
+def test_examples_confidence_and_a_sentence_that_did_not_finish(site, mirror):
+    """An example fills the box and translates; the confidence is the package's; the warning fires outside
+    the domain and not on a test sentence; a runaway output is reported as one that did not finish."""
+    got = run(
+        site,
+        f"""(async () => {{
+          const $ = (id) => document.getElementById(id);
+          const until = (ok) => new Promise((resolve, reject) => {{
+            const start = Date.now();
+            const poll = () => ok() ? resolve() : Date.now() - start > 60000
+              ? reject(new Error("the page did not answer within 60 s")) : setTimeout(poll, 20);
+            poll();
+          }});
+          await until(() => document.querySelectorAll("#translator-examples button").length === 5);
+          const buttons = [...document.querySelectorAll("#translator-examples button")];
+          const translate = async (act) => {{
+            const before = Number($("translator-status").dataset.done || 0);
+            act();
+            await until(() => Number($("translator-status").dataset.done || 0) > before);
+            const line = $("translator-confidence");
+            return {{ input: $("translator-input").value, output: $("translator-output").textContent,
+                      status: $("translator-status").textContent, finished: $("translator-status").dataset.finished,
+                      confidence: Number(line.dataset.confidence), warned: line.dataset.warned,
+                      line: line.textContent }};
+          }};
+          const results = [
+            await translate(() => buttons[0].click()),  // a test sentence
+            await translate(() => buttons[3].click()),  // outside the domain
+            await translate(() => {{
+              $("translator-input").value = {json.dumps(RUNAWAY)};
+              $("translator-button").click();
+            }}),
+          ];
+          return {{ labels: buttons.map((b) => b.textContent), results }};
+        }})()""",
+    )
+    labels, (test, outside, runaway) = got["labels"], got["results"]
+    test_set, train = set(load_multi30k("test_2016_flickr", "de")), set(load_multi30k("train", "de"))
+    assert all(label in test_set and label not in train for label in labels[:3]), labels
+    assert all(label.endswith("(outside the domain)") for label in labels[3:]), labels
+    assert test["input"] == labels[0] and outside["input"] == labels[3].removesuffix(" (outside the domain)")
+    translator = exported("de_en")
+    threshold = json.loads((MODELS / "de_en" / "model.json").read_text())["confidence_threshold"]  # as served
+    for shown in (test, outside, runaway):
+        expected = translator.translate_one(shown["input"])
+        assert shown["output"] == expected.text and shown["finished"] == str(expected.finished).lower()
+        assert abs(shown["confidence"] - expected.confidence) < 1e-3, (shown, expected)
+        assert shown["warned"] == str(expected.confidence < threshold).lower()
+    assert test["warned"] == "false" and outside["warned"] == "true" and "is unsure" in outside["line"]
+    assert runaway["finished"] == "false" and runaway["status"].startswith("Did not finish: ")
+    assert test["status"].endswith("on this computer.") and runaway["output"]  # the cut output is still shown
+
+
 # -- Look inside the translator (book/inside.md) ------------------------------------------------
 INSIDE = "book/inside.html"
 DE_EN_CHECKPOINT = Path(__file__).parent.parent / "results/multi30k/models/de_en.model_fp16.pt"  # what the site exports

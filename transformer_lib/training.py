@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from transformer_lib import distributed
 from transformer_lib.errors import Interrupted, InvalidType, InvalidValue
-from transformer_lib.run_state import RunState, _config_dict  # noqa: F401 (training._config_dict, as before)
+from transformer_lib.run_state import RunState
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import Task, missing_methods
 from transformer_lib.validation import check_fields, check_range

@@ -2,6 +2,7 @@
 // with the next token's distribution under a temperature and top-k, and every attention weight of
 // the encoder and decoder. The model and its files are the translator page's (translator.js).
 
+import { showExamples } from "./examples.js";
 import { Translator, argmax } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
@@ -131,6 +132,9 @@ function preload() {
   if (idle() && !$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)… You can type meanwhile.");
   Translator.loadOnce(direction).then(() => {
     $("inside").dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
+    if (!$("inside-examples").childElementCount) { // model.json's first fetch failed: show them now
+      showExamples($("inside-examples"), direction, pickExample).catch(() => {});
+    }
     if (idle()) say("The model is loaded: press Start, or type a sentence of your own first.");
   }, (error) => {
     if (idle()) say(`The model could not load (${error.message}); press Start to try again.`, true);
@@ -410,6 +414,7 @@ function action(fn) {
 
 $("inside-direction").addEventListener("change", () => {
   $("inside-input").value = EXAMPLES[$("inside-direction").value];
+  showExamples($("inside-examples"), $("inside-direction").value, pickExample).catch(() => {});
   preload();
 });
 $("inside-encode").addEventListener("click", action(encode));
@@ -429,6 +434,8 @@ for (const id of ["inside-kind", "inside-layer", "inside-head"]) {
   $(id).addEventListener("change", () => { if (state.source) drawAttention(); });
 }
 $("inside-input").value = EXAMPLES[$("inside-direction").value];
+const pickExample = (text) => { $("inside-input").value = text; };
+showExamples($("inside-examples"), $("inside-direction").value, pickExample).catch(() => {});
 $("inside-encode").disabled = false;
 $("inside").dataset.busy = "0";
 preload();

@@ -1,6 +1,7 @@
 // The translator page (book/translator.md): a text box, a direction, the translation, and the
 // cross-attention of every output token over the source tokens as a heatmap.
 
+import { showExamples } from "./examples.js";
 import { Translator } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
@@ -82,17 +83,23 @@ async function run() {
   delete status.dataset.error;
   try {
     const model = await Translator.loadOnce(direction); // usually in already; a failed load is tried again
+    if (!$("translator-examples").childElementCount) examples(direction).catch(() => {});
     $("translator-model").textContent = describe(model.info);
     status.textContent = "Translating…";
     const result = await model.translate(text);
     $("translator-output").textContent = result.text;
+    showConfidence(result, model.info);
     const [, layers, heads] = result.attention.dims;
     fillSelect($("translator-layer"), layers, "layer");
     fillSelect($("translator-head"), heads, "head");
     last = { result, tokenizer: model.tokenizer };
     drawHeatmap();
-    status.textContent = `${result.ids.length} tokens from ${result.srcIds.length} in ${Math.round(result.ms)} ms, ` +
-      "on this computer.";
+    status.textContent = result.finished
+      ? `${result.ids.length} tokens from ${result.srcIds.length} in ${Math.round(result.ms)} ms, on this computer.`
+      : `Did not finish: the model reached its length limit (${result.ids.length} tokens) without ending the ` +
+        "sentence, so what it wrote is cut there. It often repeats itself like this on sentences unlike " +
+        "the ones it learned from.";
+    status.dataset.finished = String(result.finished);
     status.dataset.ms = String(result.ms);
     status.dataset.done = String(Number(status.dataset.done || 0) + 1);
   } catch (error) {
@@ -103,10 +110,33 @@ async function run() {
   }
 }
 
-const EXAMPLES = {
-  de_en: "Zwei junge Männer spielen auf einer grünen Wiese Fußball, während ein Hund neben ihnen schläft.",
-  en_de: "Two young men are playing soccer on a green field while a dog sleeps next to them.",
-};
+// The confidence beside each translation, and a warning in plain words under the threshold that
+// benchmarks/confidence.py chose on test_2016_flickr (model.json carries it).
+function showConfidence(result, info) {
+  const line = $("translator-confidence");
+  const low = result.confidence < info.confidence_threshold;
+  line.textContent = `Confidence ${result.confidence.toFixed(2)}: the mean probability of the tokens the model ` +
+    `chose (a warning below ${info.confidence_threshold.toFixed(2)}).` + (low
+    ? " The model is unsure of this translation: sentences unlike the photo descriptions it learned " +
+      "from are often translated wrongly, and this may be one."
+    : "");
+  line.classList.toggle("translator-warning", low);
+  Object.assign(line.dataset, { confidence: String(result.confidence), warned: String(low) });
+}
+
+// Sentences to start from (examples.js): a click fills the box and translates. The box starts with
+// the first of them, and changes with the direction unless the reader typed a sentence of their own.
+let offered = new Set([""]);
+async function examples(direction) {
+  const pick = (text) => {
+    $("translator-input").value = text;
+    run();
+  };
+  const found = await showExamples($("translator-examples"), direction, pick);
+  if (!found || $("translator-direction").value !== direction) return;
+  if (offered.has($("translator-input").value.trim())) $("translator-input").value = found.test[0];
+  offered = new Set(["", ...found.test, ...found.outside]);
+}
 
 // Load the chosen direction while the reader reads or types, and say when it is in, unless a
 // translation has started (Translate awaits the same load, and reports a failure and tries again).
@@ -116,12 +146,13 @@ function preload() {
   const idle = () => !$("translator-button").disabled && !status.dataset.done && !status.dataset.error &&
     $("translator-direction").value === direction;
   Translator.loadOnce(direction).then(() => {
+    examples(direction).catch(() => {}); // in case model.json's first fetch failed
     if (idle()) status.textContent = "The model is loaded: press Translate, or type a sentence of your own first.";
   }, () => {});
 }
 
 $("translator-direction").addEventListener("change", () => {
-  $("translator-input").value = EXAMPLES[$("translator-direction").value];
+  examples($("translator-direction").value).catch(() => {});
   preload();
 });
 $("translator-button").addEventListener("click", run);
@@ -130,6 +161,6 @@ $("translator-input").addEventListener("keydown", (event) => {
 });
 $("translator-layer").addEventListener("change", drawHeatmap);
 $("translator-head").addEventListener("change", drawHeatmap);
-$("translator-input").value = EXAMPLES[$("translator-direction").value];
 $("translator-button").disabled = false;
+examples($("translator-direction").value).catch(() => {});
 preload();

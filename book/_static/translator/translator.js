@@ -26,6 +26,18 @@ async function fetchJsonGz(url) {
 
 const tokenizers = new Map(); // one per file: both directions may share it
 const loads = new Map(); // direction -> Promise<Translator>
+const infos = new Map(); // direction -> Promise<model.json>
+
+// A direction's model.json, fetched once for whoever asks (the model's load, the examples); a failed
+// fetch is forgotten, so that asking again tries again.
+export function modelInfo(direction) {
+  if (!infos.has(direction)) {
+    const loading = fetchOk(new URL(`models/${direction}/model.json`, here)).then((response) => response.json());
+    loading.catch(() => infos.delete(direction));
+    infos.set(direction, loading);
+  }
+  return infos.get(direction);
+}
 
 export class Translator {
   // The direction's translator, loaded once and shared by whoever asks (a page may start the load
@@ -46,7 +58,7 @@ export class Translator {
   static async load(direction) {
     const folder = new URL(`models/${direction}/`, here);
     const options = { executionProviders: ["wasm"], graphOptimizationLevel: "basic" };
-    const info = fetchOk(new URL("model.json", folder)).then((response) => response.json());
+    const info = modelInfo(direction);
     const [infoJson, tokenizer, encoder, decoder] = await Promise.all([
       info,
       info.then(({ tokenizer: name }) => {
@@ -114,20 +126,31 @@ export class Translator {
 
   // Greedy decoding, exactly as the package's decoding.extend does it: the most probable token at
   // each step, until <eos> or the length limit (source tokens + max_extra, the last allowed token
-  // forced to <eos>). The last step's cross-attention has one row per output token.
+  // forced to <eos>). The last step's cross-attention has one row per output token. `finished` says
+  // whether the model chose <eos> itself (false: a runaway output, cut at the limit), `confidence`
+  // is the mean probability of the tokens it chose (OnnxTranslator.translate_one, in Python).
   async translate(text) {
     const start = performance.now();
     const { "<bos>": BOS, "<eos>": EOS } = this.info.special_ids;
     const source = await this.encode(text);
     const out = [BOS];
+    const chosen = []; // the probability of each token the model picked
     let attention = null;
+    let finished = false;
     for (let step = 0; step < source.limit; step++) {
       const { logits, cross } = await this.next(source, out);
-      let next = argmax(logits);
-      if (step + 1 >= source.limit) next = EOS;
-      out.push(next);
+      const next = argmax(logits);
       attention = cross;
-      if (next === EOS) break;
+      if (step + 1 >= source.limit && next !== EOS) { // the limit: <eos> forced, not chosen
+        out.push(EOS);
+        break;
+      }
+      out.push(next);
+      chosen.push(probability(logits, next));
+      if (next === EOS) {
+        finished = true;
+        break;
+      }
     }
     const ids = out.slice(1); // the generated tokens, <eos> last
     return {
@@ -135,9 +158,19 @@ export class Translator {
       srcIds: source.srcIds,
       ids,
       attention, // (1, layers, heads, len(ids), len(srcIds))
+      finished,
+      confidence: chosen.length ? chosen.reduce((a, b) => a + b, 0) / chosen.length : 0,
       ms: performance.now() - start,
     };
   }
+}
+
+// softmax(logits)[index], in double precision (never-generated tokens are -Infinity: weight 0).
+export function probability(logits, index) {
+  const top = logits[argmax(logits)];
+  let sum = 0;
+  for (let v = 0; v < logits.length; v++) sum += Math.exp(logits[v] - top);
+  return Math.exp(logits[index] - top) / sum;
 }
 
 // The index of the largest value (the first of equals, as torch.argmax on a CPU).
