@@ -164,11 +164,8 @@ def assignment_solutions() -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    solutions = sorted((ROOT / "_build" / "assignments").glob("*/autograder/*.ipynb"))  # .ci/assignments.py built them
-    notebooks = [Path(a).resolve() for a in argv] or [
-        *sorted((ROOT / "notebooks").glob("*.ipynb"), reverse=True),
-        *solutions,
-    ]
+    lessons = sorted((ROOT / "notebooks").glob("*.ipynb"), reverse=True)
+    notebooks = [Path(a).resolve() for a in argv] or [*lessons, *assignment_solutions()]
     missing = [str(n) for n in notebooks if not n.is_file()]
     if missing:
         print(f"no notebook at {', '.join(missing)}", file=sys.stderr)
