@@ -1,7 +1,7 @@
 """Checkpoints: one format, written atomically, read safely, averaged (lessons 9 and 10).
 
 A run folder holds ``checkpoint.pt``, everything a resumed run needs (written by
-:meth:`~transformer_lib.training.Trainer.save_checkpoint`: ``model``, ``model_config``,
+:meth:`~transformer_lib.run_state.RunState.save_checkpoint`: ``model``, ``model_config``,
 ``train_config``, ``optimizer``, ``scheduler``, ``scaler`` (fp16's loss scale), ``position``,
 ``rng`` with one entry per process, and, from the command line, ``tokenizer`` and ``meta``); with
 ``keep_last`` also the weights of the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which

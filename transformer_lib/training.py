@@ -200,7 +200,7 @@ def check_trainable(model: nn.Module, task: Task) -> int:
 def wrapped(model: nn.Module, device: torch.device, compile: bool, world: int) -> tuple[nn.Module, ...]:
     """The model for validation, for gradient averaging, and for training steps.
 
-    ``torch.compile`` only on a GPU. With several processes, :class:`DistributedDataParallel`
+    ``torch.compile`` only on a GPU. With several processes, ``DistributedDataParallel``
     averages the gradients in ``backward()``; validation runs in each process alone, without it.
     """
     on_gpu = device.type == "cuda"

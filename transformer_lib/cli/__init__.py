@@ -14,7 +14,7 @@ A training run writes one folder: the resolved config, the environment (versions
 commit), the tokenizer, the metrics over time (``metrics.csv``), a log, the checkpoint, the final
 scores (``scores.json``) and the hypotheses of each evaluated split. It needs only PyTorch,
 sentencepiece, sacrebleu, tqdm and PyYAML, and runs from a source checkout (``PYTHONPATH=.``).
-This module holds the parser and :func:`main`; the commands' bodies are in
+This module holds the parser and ``main``; the commands' bodies are in
 :mod:`~transformer_lib.cli.commands`, a run's config in :mod:`~transformer_lib.cli.config`,
 translating and scoring in :mod:`transformer_lib.translation`, the loop in :mod:`transformer_lib.training`.
 """
