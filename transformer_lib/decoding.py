@@ -1,7 +1,10 @@
 """Generating translations: greedy decoding, sampling and beam search, with the key-value cache (lesson 10).
 
 All decode a batch of sentences at once and stop each one at ``<eos>`` or at its length limit,
-``source length + max_extra`` tokens (the paper's section 6.1 uses input length + 50). With
+``source length + max_extra`` tokens. The paper's section 6.1 uses input length + 50; the default
+here, ``MAX_EXTRA`` = 25, is the tighter limit that lowers no BLEU score of lesson 11's translators
+on the three test sets (``results/translator/length_limit.txt``, from
+:mod:`transformer_lib.benchmarks.length_limit`): a runaway output stops 25 tokens sooner. With
 ``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
 values of earlier positions (:class:`~transformer_lib.cache.KVCache`); without it every step
 recomputes the whole prefix. The tokens are the same either way.
@@ -20,6 +23,7 @@ from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from transformer_lib.validation import check_fields, check_range
 
+MAX_EXTRA = 25  # the default output length limit: source length + MAX_EXTRA tokens (measured, above)
 NEVER_GENERATED = [PAD_ID, BOS_ID]  # the decoder may output any other token, <unk> included
 
 
@@ -76,7 +80,9 @@ def _generate(
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: Tensor, max_extra: int = 50, use_cache: bool = True) -> list[list[int]]:
+def greedy_decode(
+    model: Transformer, src: Tensor, max_extra: int = MAX_EXTRA, use_cache: bool = True
+) -> list[list[int]]:
     """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
     return _generate(model, src, lambda logits: logits.argmax(dim=-1), max_extra, use_cache)
 
@@ -87,7 +93,7 @@ def sample(
     src: Tensor,
     temperature: float = 1.0,
     top_k: int | None = None,
-    max_extra: int = 50,
+    max_extra: int = MAX_EXTRA,
     generator: torch.Generator | None = None,
     use_cache: bool = True,
 ) -> list[list[int]]:
@@ -133,7 +139,7 @@ def beam_search(
     src: Tensor,
     beam_size: int = 4,
     alpha: float = 0.6,
-    max_extra: int = 50,
+    max_extra: int = MAX_EXTRA,
     use_cache: bool = True,
 ) -> list[list[int]]:
     """Keep the ``beam_size`` most probable prefixes of each sentence; return the best by
@@ -190,7 +196,7 @@ class DecodeConfig:
 
     beam_size: int = 4  # 1: greedy
     alpha: float = 0.6  # length penalty
-    max_extra: int = 50  # output length limit: source length + max_extra
+    max_extra: int = MAX_EXTRA  # output length limit: source length + max_extra
     batch_size: int = 128  # sentences decoded together
 
     def __post_init__(self) -> None:
