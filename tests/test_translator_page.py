@@ -277,7 +277,9 @@ def test_examples_confidence_and_a_sentence_that_did_not_finish(site, mirror):
     assert all(label.endswith("(outside the domain)") for label in labels[3:]), labels
     assert test["input"] == labels[0] and outside["input"] == labels[3].removesuffix(" (outside the domain)")
     translator = exported("de_en")
-    threshold = json.loads((MODELS / "de_en" / "model.json").read_text())["confidence_threshold"]  # as served
+    threshold = json.loads((MODELS / "de_en" / "model.json").read_text(encoding="utf-8"))[
+        "confidence_threshold"
+    ]  # as served
     for shown in (test, outside, runaway):
         expected = translator.translate_one(shown["input"])
         assert shown["output"] == expected.text and shown["finished"] == str(expected.finished).lower()
@@ -434,6 +436,34 @@ def test_the_inside_page_steps_as_the_package_decodes(inside_site):
     assert np.allclose(got["causal"], causal, atol=1e-3)
     assert np.triu(np.array(got["causal"]), k=1).max() == 0  # nothing above the diagonal: the causal mask
     assert np.allclose(got["encoder"], model.encoder.layers[0].self_attn.weights[0, 3].numpy(), atol=1e-3)
+
+
+def test_the_inside_pages_confidence_is_the_translator_pages(inside_site):
+    """Decoded greedily to the end, the inside page shows the confidence the package computes (1e-3), warns as
+    the translator page does, and says when an output was cut at the length limit."""
+    got = inside(
+        inside_site,
+        f"""const decode = async (text) => {{
+          $("inside-input").value = text;
+          await press("inside-encode");
+          await press("inside-greedy");
+          const early = $("inside-confidence").textContent;
+          await press("inside-finish");
+          const line = $("inside-confidence");
+          return {{ early, line: line.textContent, confidence: Number(line.dataset.confidence),
+                    warned: line.dataset.warned, status: $("inside-status").textContent }};
+        }};
+        return [await decode({json.dumps(INSIDE_SENTENCE)}), await decode({json.dumps(RUNAWAY)})];""",
+    )
+    translator = exported("de_en")
+    threshold = json.loads((MODELS / "de_en" / "model.json").read_text(encoding="utf-8"))["confidence_threshold"]
+    for shown, text in zip(got, (INSIDE_SENTENCE, RUNAWAY), strict=True):
+        expected = translator.translate_one(text)
+        assert shown["early"].startswith("Confidence so far ")
+        assert abs(shown["confidence"] - expected.confidence) < 1e-3, (shown, expected)
+        assert shown["warned"] == str(expected.confidence < threshold).lower()
+    assert got[0]["status"] == "Finished: <eos> ends the sentence."
+    assert got[1]["status"].startswith("Did not finish: ") and not translator.translate_one(RUNAWAY).finished
 
 
 def test_the_inside_page_explains_bad_input(inside_site):

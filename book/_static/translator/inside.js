@@ -3,7 +3,7 @@
 // the encoder and decoder. The model and its files are the translator page's (translator.js).
 
 import { showExamples } from "./examples.js";
-import { Translator, argmax } from "./translator.js";
+import { Translator, argmax, probability } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_SOURCE = 100; // tokens: each step reads the whole prefix, so a paragraph would crawl
@@ -143,7 +143,7 @@ function preload() {
 
 // The page's state: the model, the encoded source, the prefix (<bos> first) and, for each prefix
 // length, the decoder's answer (so that going back is instant).
-const state = { model: null, source: null, prefix: [], steps: [], random: null };
+const state = { model: null, source: null, prefix: [], steps: [], random: null, cut: false };
 
 function say(text, isError = false) {
   const status = $("inside-status");
@@ -188,6 +188,7 @@ async function encode() {
     state.prefix = [model.info.special_ids["<bos>"]];
     state.steps = [];
     state.random = null;
+    state.cut = false;
     await decodeStep();
     const unknown = state.source.srcIds.filter((id) => id === model.info.special_ids["<unk>"]).length;
     const note = unknown ? ` ${unknown} piece(s) the vocabulary lacks became <unk>.` : "";
@@ -227,15 +228,23 @@ async function take(how, chosen) {
     state.random ??= generator(options.seed);
     id = drawToken(probs, state.random);
   }
-  if (state.prefix.length >= state.source.limit) id = state.model.info.special_ids["<eos>"]; // the length limit
+  const EOS = state.model.info.special_ids["<eos>"];
+  const cut = state.prefix.length >= state.source.limit && id !== EOS; // the length limit: <eos> forced
+  if (cut) id = EOS;
   state.prefix = [...state.prefix, id];
+  state.cut = cut;
   await decodeStep();
-  say(finished() ? "Finished: <eos> or the length limit." : `Step ${state.prefix.length}: choose the next token.`);
+  if (!finished()) return say(`Step ${state.prefix.length}: choose the next token.`);
+  say(cut
+    ? `Did not finish: the output reached the length limit (${state.source.limit} tokens) without <eos>, so it is ` +
+      "cut there. The model often repeats itself like this on sentences unlike the ones it learned from."
+    : "Finished: <eos> ends the sentence.");
 }
 
 async function back() {
   if (!state.source || state.prefix.length < 2) return;
   state.prefix = state.prefix.slice(0, -1);
+  state.cut = false;
   await decodeStep();
   say(`Back to step ${state.prefix.length}.`);
 }
@@ -257,11 +266,35 @@ function draw() {
   $("inside-output").replaceChildren(...prefix.map((id, i) =>
     element("span", label(id), i === prefix.length - 1 ? "inside-token inside-current" : "inside-token")));
   $("inside-text").textContent = model.tokenizer.decode(prefix.slice(1).filter((id) => id !== model.info.special_ids["<eos>"]));
+  drawConfidence();
   drawChart();
   drawAttention();
   $("inside-back").disabled = prefix.length < 2;
   for (const id of ["inside-greedy", "inside-sample", "inside-finish"]) $(id).disabled = finished();
   $("inside").dataset.step = String(prefix.length); // for tests: the page is drawn
+}
+
+// The translator page's confidence, for the tokens taken so far whoever chose them: the mean
+// probability the model gave each (temperature 1, no top-k; a forced <eos> is not the model's). At
+// the end, the page's warning below the threshold and its line for an output cut at the limit.
+function drawConfidence() {
+  const { model, prefix, steps } = state;
+  const line = $("inside-confidence");
+  const taken = prefix.slice(1).map((id, i) => probability(steps[i].logits, id));
+  if (state.cut) taken.pop();
+  if (!taken.length) {
+    line.textContent = "";
+    line.classList.remove("translator-warning");
+    return;
+  }
+  const confidence = taken.reduce((a, b) => a + b, 0) / taken.length;
+  const threshold = model.info.confidence_threshold;
+  const low = finished() && confidence < threshold;
+  line.textContent = `Confidence ${finished() ? "" : "so far "}${confidence.toFixed(2)}: the mean probability ` +
+    `the model gave the ${taken.length} token(s) taken (the translator page warns below ${threshold.toFixed(2)}).` +
+    (low ? " The model is unsure of this translation." : "");
+  line.classList.toggle("translator-warning", low || state.cut);
+  Object.assign(line.dataset, { confidence: String(confidence), warned: String(low), cut: String(state.cut) });
 }
 
 function drawChart() {
