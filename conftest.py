@@ -17,6 +17,11 @@ if _workers > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _workers)))
 
 
+# The lessons' stored outputs were computed on a CPU: on a Mac, `setup()` would otherwise pick Apple's
+# GPU (MPS), whose numbers differ. The notebooks' kernels inherit this; a reader's own run does not.
+os.environ.setdefault("TRANSFORMER_LIB_DEVICE", "cpu")
+
+
 def pytest_collection_modifyitems(items: list) -> None:
     """Order the files for `--dist loadfile` (pyproject's addopts keep this order): the lessons first,
     the last lesson first (the later lessons train longest), then the test files marked `slow`, then

@@ -89,7 +89,7 @@ def main() -> int:
     started = time.monotonic()
     built = grading.build(ROOT / "assignments", out)
     print(f"built {len(built)} assignments in {time.monotonic() - started:.0f} s")
-    mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text())
+    mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text(encoding="utf-8"))
     submissions = out / "_submissions"
     submissions.mkdir(exist_ok=True)
 

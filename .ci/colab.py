@@ -97,11 +97,15 @@ def lesson_environment(folder: Path, base: Path) -> Path:
     """An environment of the lesson's own over the base one, with a Jupyter kernel; returns its kernels folder."""
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    (site_packages(venv) / "_colab_base.pth").write_text(f"{base}\n")  # pip comes from the base, as torch does
+    (site_packages(venv) / "_colab_base.pth").write_text(
+        f"{base}\n", encoding="utf-8"
+    )  # pip comes from the base, as torch does
     spec = folder / "kernels" / "colab"
     spec.mkdir(parents=True)
     argv = [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Colab-like", "language": "python"}))
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": "Colab-like", "language": "python"}), encoding="utf-8"
+    )
     return spec.parent
 
 
@@ -134,7 +138,8 @@ def run_lesson(notebook: Path, base: Path) -> tuple[str, float, str | None]:
     )
     start = time.perf_counter()
     try:
-        with open(folder / "kernel.log", "w") as log:  # what the kernel and its pip print outside the cells
+        # what the kernel and its pip print outside the cells
+        with open(folder / "kernel.log", "w", encoding="utf-8") as log:
             client.execute(env=kernel_env(folder / "venv"), stdout=log, stderr=log)
     except Exception as error:  # a cell's error, a timeout, a dead kernel: say where, in one line
         index = current["index"]

@@ -82,11 +82,13 @@ def prepare(entry: Entry) -> Path:
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     run([*pip, "--upgrade", "pip"], env=env)
-    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    lines = [
+        line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    ]
     tools = [line for line in lines if re.split(r"[=<>~ ]", line)[0] in TEST_TOOLS]
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "constraints.txt"
-        constraints.write_text(f"torch=={entry.torch}\n")
+        constraints.write_text(f"torch=={entry.torch}\n", encoding="utf-8")
         run([*pip, f"torch=={entry.torch}"], env=env)
         run([*pip, "-c", str(constraints), "-e", f"{ROOT}[book,onnx]", *tools], env=env)
     return python
@@ -151,12 +153,12 @@ def record(entry: Entry, python: Path) -> dict:
 
 def save(records: list[dict]) -> None:
     """Replace the entries just run in results/matrix.json, keeping the others (a write never half-done)."""
-    kept = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    kept = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else []
     names = {r["entry"] for r in records}
     merged = [r for r in kept if r["entry"] not in names] + records
     merged.sort(key=lambda r: [int(p) for p in r["entry"].replace("-", ".").split(".")[:2]])
     tmp = RESULTS.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(merged, indent=2) + "\n")
+    tmp.write_text(json.dumps(merged, indent=2) + "\n", encoding="utf-8")
     tmp.replace(RESULTS)
 
 

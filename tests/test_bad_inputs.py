@@ -28,7 +28,7 @@ from transformer_lib.cli.config import SECTIONS, load_config
 
 def train_cli(tmp_path, capsys, text, *extra):
     config = tmp_path / "bad.yaml"
-    config.write_text(text)
+    config.write_text(text, encoding="utf-8")
     run_dir = tmp_path / "run"
     code = main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu", *extra])
     err = capsys.readouterr().err.strip().splitlines()
@@ -71,7 +71,7 @@ def test_a_bad_config_is_one_line_and_creates_nothing(tmp_path, capsys, text, me
 def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     """PyYAML follows YAML 1.1, where ``1e-9`` is a string; a user writing it means the number."""
     path = tmp_path / "eps.yaml"
-    path.write_text("training:\n  adam_eps: 1e-9\n  lr_factor: 2E0\n")
+    path.write_text("training:\n  adam_eps: 1e-9\n  lr_factor: 2E0\n", encoding="utf-8")
     training = load_config(str(path))["training"]
     assert training.adam_eps == 1e-9 and training.lr_factor == 2.0
 
@@ -159,7 +159,7 @@ configs = st.fixed_dictionaries({}, optional={name: section_strategy(name, cls) 
 @given(config=configs)
 def test_random_configs_load_or_fail_with_the_packages_one_line_error(tmp_path, config):
     path = tmp_path / "random.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
     try:
         load_config(str(path))
     except TransformerLibError as exc:
@@ -186,7 +186,7 @@ def test_a_vocabulary_too_large_for_the_text_is_one_line():
 
 def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
     fake = tmp_path / "notes.pt"
-    fake.write_text("not a checkpoint")
+    fake.write_text("not a checkpoint", encoding="utf-8")
     assert main(["evaluate", "--checkpoint", str(fake), "--device", "cpu"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is not a readable checkpoint of this package" in line
@@ -272,7 +272,7 @@ def test_a_sweep_on_a_device_that_is_not_here_starts_nothing(tmp_path, capsys, d
     if message == "no CUDA GPU" and torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU")
     file = tmp_path / "s.yaml"
-    file.write_text("runs:\n  a: {config: smoke}\n  b: {config: smoke}\n")
+    file.write_text("runs:\n  a: {config: smoke}\n  b: {config: smoke}\n", encoding="utf-8")
     code = main(["sweep", str(file), "--out", str(tmp_path / "out"), "--device", device])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0], err

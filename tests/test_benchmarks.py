@@ -47,7 +47,7 @@ def test_training_speed_benchmark_runs_on_cpu(mirror, capsys, tmp_path):
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
     assert [(r[2], r[3]) for r in rows] == [("ours", "fp32"), ("ours", "fp32+by-hand"), ("nn.Transformer", "fp32")]
     assert all(r[1] == "512" and float(r[4]) > 0 for r in rows)
-    record = json.loads(out.read_text())  # the same rows, for lesson 12
+    record = json.loads(out.read_text(encoding="utf-8"))  # the same rows, for lesson 12
     assert all(r["device"].startswith("cpu") and r["max_tokens"] == 512 and r["commit"] for r in record["rows"])
     assert [(r["model"], r["variant"]) for r in record["rows"]] == [(r[2], r[3]) for r in rows]
     assert [round(r["tokens_per_s"]) for r in record["rows"]] == [int(r[4]) for r in rows]

@@ -10,7 +10,7 @@ BOOK = Path(__file__).resolve().parent.parent / "book"
 
 
 def test_the_quick_reference_sizes_are_the_packages_presets():
-    text = (BOOK / "quick_reference.md").read_text()
+    text = (BOOK / "quick_reference.md").read_text(encoding="utf-8")
     rows = {}
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -34,5 +34,7 @@ def test_the_api_reference_documents_every_module():
             continue
         modules.add(".".join(parts))
     modules -= {"", "family", "web", "coursework", "benchmarks"}  # the package and parts without an API of their own
-    documented = set(re.findall(r"automodule:: transformer_lib\.([\w.]+)", (BOOK / "api.md").read_text()))
+    documented = set(
+        re.findall(r"automodule:: transformer_lib\.([\w.]+)", (BOOK / "api.md").read_text(encoding="utf-8"))
+    )
     assert documented == modules, f"missing: {modules - documented}, not modules: {documented - modules}"

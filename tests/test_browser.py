@@ -68,13 +68,15 @@ def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(open_page, 
     (tmp_path / "good.html").write_text(
         "<html><head><link rel='icon' href='pixel.png'></head>"
         "<body><div class='bd-article'><p>Attention, typeset.</p><pre>echo $HOME</pre><img src='pixel.png'>"
-        "</div></body></html>"
+        "</div></body></html>",
+        encoding="utf-8",
     )
     (tmp_path / "bad.html").write_text(
         "<html><body><div class='bd-article'><p>The score is $q \\cdot k$ over \\frac{1}{2}.</p>"
         f"<pre style='overflow-x: auto'>{'x' * 400}</pre></div>"
         "<img src='missing.png'><img src='https://example.com/logo.png'>"
-        "<script>undefinedFunction()</script></body></html>"
+        "<script>undefinedFunction()</script></body></html>",
+        encoding="utf-8",
     )
     with serve_folder(tmp_path) as base:
         assert problems(open_page(base + "good.html"), base) == []

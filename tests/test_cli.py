@@ -40,12 +40,12 @@ def test_train_writes_a_complete_run_folder(smoke_run):
         "val.hyp.txt",
         "checkpoint_averaged.pt",
     } <= names
-    env = json.loads((smoke_run / "environment.json").read_text())
+    env = json.loads((smoke_run / "environment.json").read_text(encoding="utf-8"))
     assert {"torch", "device", "git_commit", "python"} <= set(env)
-    scores = json.loads((smoke_run / "scores.json").read_text())
+    scores = json.loads((smoke_run / "scores.json").read_text(encoding="utf-8"))
     assert scores["steps"] == 20 and "bleu_tokenized_lowercase" in scores["splits"]["val"]
     assert scores["averaged"] == ["weights-step0000010.pt", "weights-step0000020.pt"]
-    assert len((smoke_run / "val.hyp.txt").read_text().splitlines()) == 50
+    assert len((smoke_run / "val.hyp.txt").read_text(encoding="utf-8").splitlines()) == 50
 
 
 def test_the_run_folders_config_repeats_the_run(smoke_run):
@@ -64,7 +64,7 @@ def test_evaluate_and_translate(smoke_run):
     # Without flags, the run's own decoding settings (the smoke config's beam of 2), as in scores.json.
     assert (
         json.loads(result.stdout)["decoding"]
-        == json.loads((smoke_run / "scores.json").read_text())["splits"]["val"]["decoding"]
+        == json.loads((smoke_run / "scores.json").read_text(encoding="utf-8"))["splits"]["val"]["decoding"]
     )
     assert json.loads(result.stdout)["decoding"]["beam_size"] == 2
     result = run(
@@ -106,10 +106,10 @@ def test_missing_checkpoint_and_bad_config_are_clear_errors(tmp_path, capsys):
     assert main(["evaluate", "--checkpoint", str(tmp_path / "none.pt")]) == 2
     assert "no checkpoint at" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
-    bad.write_text("training:\n  warmpu: 10\n")
+    bad.write_text("training:\n  warmpu: 10\n", encoding="utf-8")
     assert main(["train", "--config", str(bad)]) == 2
     assert "unknown key(s) ['warmpu'] in section 'training'" in capsys.readouterr().err
-    bad.write_text("model:\n  preset: tiny\n  d_model: 30\n")
+    bad.write_text("model:\n  preset: tiny\n  d_model: 30\n", encoding="utf-8")
     assert main(["train", "--config", str(bad)]) == 2
     assert "must be divisible by n_heads" in capsys.readouterr().err
 
@@ -135,11 +135,11 @@ def test_packaged_configs_are_valid(name):
 # These run last in this file: the last one continues the smoke run.
 def smoke_variant(tmp_path, **training):
     """The smoke config with some training settings changed, as a file."""
-    raw = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    raw = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text(encoding="utf-8"))
     for section, values in training.items():
         raw.setdefault(section, {}).update(values)
     path = tmp_path / "variant.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
     return str(path)
 
 
@@ -147,8 +147,8 @@ def test_a_run_with_snapshots_records_its_bleu_per_minute_curve(mirror, tmp_path
     config = smoke_variant(tmp_path, training={"snapshot_minutes": [0.001]})  # after the first step or so
     result = run("train", "--config", config, "--run-dir", str(tmp_path / "run"), "--device", "cpu")
     assert result.returncode == 0, result.stderr
-    curve = json.loads((tmp_path / "run" / "curve.json").read_text())
-    scores = json.loads((tmp_path / "run" / "scores.json").read_text())
+    curve = json.loads((tmp_path / "run" / "curve.json").read_text(encoding="utf-8"))
+    scores = json.loads((tmp_path / "run" / "scores.json").read_text(encoding="utf-8"))
     first, end = curve["points"]
     assert first["minutes"] == 0.001 and 1 <= first["step"] < end["step"] == scores["steps"] == 20
     assert end["splits"] == scores["splits"]  # the last point is the run's own score
@@ -166,13 +166,13 @@ def test_snapshots_and_the_final_score_average_alike(tmp_path):
 
 
 def test_a_run_folder_is_never_trained_into_twice(smoke_run):
-    metrics = (smoke_run / "metrics.csv").read_text()
+    metrics = (smoke_run / "metrics.csv").read_text(encoding="utf-8")
     result = run("train", "--config", "smoke", "--run-dir", str(smoke_run), "--device", "cpu")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: {smoke_run} already holds a run: continue it with --resume, or choose another --run-dir"
     ]
-    assert (smoke_run / "metrics.csv").read_text() == metrics
+    assert (smoke_run / "metrics.csv").read_text(encoding="utf-8") == metrics
 
 
 def test_resume_refuses_a_config_that_changes_the_run(smoke_run, tmp_path):
@@ -192,8 +192,8 @@ def test_resume_continues_with_the_runs_own_tokenizer(smoke_run, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "resumed at step 20" in result.stderr
     assert (smoke_run / "tokenizer.model").read_bytes() == tokenizer
-    assert json.loads((smoke_run / "scores.json").read_text())["steps"] == 24
-    rows = (smoke_run / "metrics.csv").read_text().splitlines()[1:]
+    assert json.loads((smoke_run / "scores.json").read_text(encoding="utf-8"))["steps"] == 24
+    rows = (smoke_run / "metrics.csv").read_text(encoding="utf-8").splitlines()[1:]
     training_steps = [row.split(",")[0] for row in rows if row.split(",")[2]]  # rows with a training loss
     assert training_steps == [str(s) for s in range(1, 25)]  # every step once, none twice
 
@@ -213,11 +213,11 @@ def test_ctrl_c_during_evaluation_is_one_line_and_writes_no_hypotheses(smoke_run
 
 
 def test_ctrl_c_while_a_finished_run_is_scored_says_how_to_score_it(mirror, tmp_path, capsys, monkeypatch):
-    raw = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    raw = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text(encoding="utf-8"))
     raw["training"].update(max_steps=2, checkpoint_every=0)
     raw["evaluation"]["average_last"] = 0
     config = tmp_path / "short.yaml"
-    config.write_text(yaml.safe_dump(raw))
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     monkeypatch.setattr("transformer_lib.cli.commands.evaluate_split", ctrl_c)
     run_dir = tmp_path / "run"
     code = main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu"])

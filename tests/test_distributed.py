@@ -55,7 +55,7 @@ def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation
     # Summed in another order, gradients differ in their last bits, and Adam's division by
     # sqrt(v) + 1e-9 enlarges that where a gradient is near 0: agreement to 1e-3 (weights ~0.1).
     assert worst < 1e-3, worst
-    logged = list(csv.DictReader(open(tmp_path / "two" / "metrics.csv")))
+    logged = list(csv.DictReader(open(tmp_path / "two" / "metrics.csv", encoding="utf-8")))
     steps_two = [r for r in logged if r["loss"]]
     steps_one = [r for r in one.history if "loss" in r]
     for key in ("loss", "grad_norm"):  # the same loss and the same gradient (before Adam) at every step
@@ -77,7 +77,7 @@ def test_torchrun_trains_from_the_command_line(mirror, tmp_path):
     ]  # fmt: skip
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    environment = (run_dir / "environment.json").read_text()
+    environment = (run_dir / "environment.json").read_text(encoding="utf-8")
     assert '"processes": 2' in environment
     assert (run_dir / "scores.json").is_file() and (run_dir / "val.hyp.txt").is_file()
     state = load_checkpoint(run_dir / "checkpoint.pt")

@@ -85,7 +85,7 @@ def test_half_precision_files_hold_weights_in_fp16_and_fit_in_10_mb(exported):
         assert len(big) > 10 and kept_float == ["model.positional.table"]  # the sinusoids, exact
         total += (folder / name).stat().st_size
     assert total < 10e6
-    info = json.loads((folder / "model.json").read_text())
+    info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
     assert (info["src"], info["tgt"], info["precision"], info["parameters"]) == ("de", "en", "fp16", 2_605_568)
 
 

@@ -68,20 +68,25 @@ def test_the_gpu_recipes_choose_by_device():
 def test_the_old_bf16_key_still_reads(tmp_path, bf16, expected):
     """Earlier configs and the run folders under results/ say bf16: true or false."""
     path = tmp_path / "old.yaml"
-    path.write_text(f"model:\n  preset: tiny\ntraining:\n  bf16: {bf16}\n")
+    path.write_text(f"model:\n  preset: tiny\ntraining:\n  bf16: {bf16}\n", encoding="utf-8")
     assert load_config(str(path))["training"].precision == expected
 
 
 def test_bf16_and_precision_together_are_refused(tmp_path):
     path = tmp_path / "both.yaml"
-    path.write_text("model:\n  preset: tiny\ntraining:\n  bf16: true\n  precision: auto\n")
+    path.write_text("model:\n  preset: tiny\ntraining:\n  bf16: true\n  precision: auto\n", encoding="utf-8")
     with pytest.raises(ValueError, match="give precision only"):
         load_config(str(path))
 
 
 def test_fp16_on_a_cpu_is_refused_before_anything_is_written(tmp_path, capsys):
     config = tmp_path / "fp16.yaml"
-    config.write_text((CONFIG_DIR / "smoke.yaml").read_text().replace("training:\n", "training:\n  precision: fp16\n"))
+    config.write_text(
+        (CONFIG_DIR / "smoke.yaml")
+        .read_text(encoding="utf-8")
+        .replace("training:\n", "training:\n  precision: fp16\n"),
+        encoding="utf-8",
+    )
     run_dir = tmp_path / "run"
     assert main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu"]) == 2
     err = capsys.readouterr().err.strip()

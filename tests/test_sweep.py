@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2`
 
 
 def write(path, content) -> str:
-    path.write_text(yaml.safe_dump(content))
+    path.write_text(yaml.safe_dump(content), encoding="utf-8")
     return str(path)
 
 
@@ -48,7 +48,7 @@ EXPERIMENTS = sorted((ROOT / "experiments").rglob("*.yaml"))
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_experiment_is_a_valid_sweep_or_run_config(path, tmp_path):
     """A typo in a sweep waiting for a GPU session fails here, not after the machine has started."""
-    if "runs" in yaml.safe_load(path.read_text()):
+    if "runs" in yaml.safe_load(path.read_text(encoding="utf-8")):
         configs = sweep.plan(path, tmp_path / "out")
         assert configs and all(p.is_file() for p in configs.values())
     else:
@@ -59,9 +59,11 @@ def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_p
     """Issue 36's seeds and precisions train sweep 2's recipe, not a drifted copy of it."""
     for name in ("precision", "seeds"):
         for path in sweep.plan(ROOT / f"experiments/multi30k/round3/{name}.yaml", tmp_path / name).values():
-            config = yaml.safe_load(path.read_text())
+            config = yaml.safe_load(path.read_text(encoding="utf-8"))
             direction = f"{config['data']['src']}_{config['data']['tgt']}"
-            shipped = yaml.safe_load((ROOT / f"results/multi30k/sweep2/configs/{direction}-prenorm.yaml").read_text())
+            shipped = yaml.safe_load(
+                (ROOT / f"results/multi30k/sweep2/configs/{direction}-prenorm.yaml").read_text(encoding="utf-8")
+            )
             shipped["data"].pop("tokenizer")  # "bpe", the default, which the packaged config leaves out
             for section in ("data", "model", "task", "decoding", "evaluation"):
                 assert config[section] == shipped[section], section
@@ -79,7 +81,7 @@ def test_a_runs_sections_override_common_which_overrides_its_config(tmp_path):
             "runs": {"r": {"config": "smoke", "model": {"n_layers": 1}}},
         },
     )
-    written = yaml.safe_load(sweep.plan(file, tmp_path / "out")["r"].read_text())
+    written = yaml.safe_load(sweep.plan(file, tmp_path / "out")["r"].read_text(encoding="utf-8"))
     assert written["model"] == {"preset": "tiny", "n_layers": 1, "dropout": 0.2}
     assert written["training"]["max_minutes"] == 2 and written["training"]["max_steps"] == 20  # smoke's own
 
@@ -96,10 +98,12 @@ def test_a_sweep_trains_side_by_side_and_packs_its_records_without_checkpoints(m
     command = [sys.executable, "-m", "transformer_lib", "sweep", file, "--out", str(out), "--jobs", "2"]
     result = subprocess.run([*command, "--device", "cpu", "--archive", str(archive)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    summary = json.loads((out / "sweep.json").read_text())
+    summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
     assert list(summary) == ["a", "b"] and all(run["returncode"] == 0 for run in summary.values())
     assert summary["a"]["scores"]["steps"] == 6 and "val" in summary["a"]["scores"]["splits"]
-    assert json.loads((out / "a" / "environment.json").read_text())["cpu_threads"] == 1  # --threads' default
+    assert (
+        json.loads((out / "a" / "environment.json").read_text(encoding="utf-8"))["cpu_threads"] == 1
+    )  # --threads' default
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
     assert {"sweep/a/scores.json", "sweep/b/val.hyp.txt", "sweep/b/model_fp16.pt", "sweep/logs/a.txt"} <= names
@@ -149,12 +153,14 @@ def test_scores_of_the_references_themselves_and_of_a_wrong_file(mirror, tmp_pat
     assert moses_bleu(refs, refs, "en") == pytest.approx(100.0)
     assert moses_bleu([r.upper() for r in refs], refs, "en") == pytest.approx(100.0)  # lowercased
     assert sacrebleu_score([r.upper() for r in refs], refs) < 10  # cased
-    (tmp_path / "short.txt").write_text("\n".join(refs[:10]) + "\n")
+    (tmp_path / "short.txt").write_text("\n".join(refs[:10]) + "\n", encoding="utf-8")
     assert main(["score", str(tmp_path / "short.txt"), "--split", "val", "--tgt", "en"]) == 2
 
 
 def test_a_sweep_reads_floats_as_run_configs_do(tmp_path):
     """PyYAML's YAML 1.1 reads 1e-9 as a string; the sweep must read it as load_config does, a float."""
-    (tmp_path / "s.yaml").write_text("runs:\n  r:\n    config: smoke\n    training: {adam_eps: 1e-9}\n")
-    written = yaml.safe_load(sweep.plan(tmp_path / "s.yaml", tmp_path / "out")["r"].read_text())
+    (tmp_path / "s.yaml").write_text(
+        "runs:\n  r:\n    config: smoke\n    training: {adam_eps: 1e-9}\n", encoding="utf-8"
+    )
+    written = yaml.safe_load(sweep.plan(tmp_path / "s.yaml", tmp_path / "out")["r"].read_text(encoding="utf-8"))
     assert written["training"]["adam_eps"] == 1e-9

@@ -139,7 +139,7 @@ def test_training_lowers_the_loss_and_writes_metrics(tmp_path):
     history = trainer.train()
     val = [r["val_loss"] for r in history if "val_loss" in r]
     assert val[-1] < val[0]
-    header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
+    header = (tmp_path / "metrics.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header == "step,epoch,loss,lr,grad_norm,items,items_per_s,val_loss,val_ppl"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary files left
 

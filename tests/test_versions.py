@@ -18,7 +18,7 @@ from transformer_lib.versions import MIN_PYTHON, MIN_TORCH, release
 ROOT = Path(__file__).parent.parent
 RECORDS = ROOT / "results" / "matrix.json"
 # What .ci/matrix.py writes: checked in CI, not by the matrix's own runs (they are writing it).
-MATRIX = json.loads(RECORDS.read_text()) if RECORDS.exists() else []
+MATRIX = json.loads(RECORDS.read_text(encoding="utf-8")) if RECORDS.exists() else []
 
 
 def import_after(setup: str) -> subprocess.CompletedProcess:
@@ -71,7 +71,7 @@ def test_in_a_notebook_the_error_is_one_line():
 
 
 def test_pyproject_declares_the_same_bounds():
-    pyproject = (ROOT / "pyproject.toml").read_text()  # read as text: tomllib needs Python 3.11
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")  # read as text: tomllib needs Python 3.11
     assert re.findall(r'^requires-python = "(.*)"$', pyproject, re.M) == [">={}.{}".format(*MIN_PYTHON)]
     assert re.findall(r'"(torch\b[^"]*)"', pyproject) == ["torch>={}.{}".format(*MIN_TORCH)]
 
@@ -89,7 +89,7 @@ def test_the_bounds_are_an_entry_of_the_matrix_that_passed():
 def test_every_matrix_entry_passed_and_the_readme_names_it(record):
     assert record["outcome"] == "passed", f"{record['entry']}: {record['runs']}"
     assert all(run["failed"] == 0 and run["passed"] > 0 for run in record["runs"])
-    running = (ROOT / "README.md").read_text().split("## Running the lessons")[1].split("\n## ")[0]
+    running = (ROOT / "README.md").read_text(encoding="utf-8").split("## Running the lessons")[1].split("\n## ")[0]
     running = " ".join(running.split())  # as it reads, whatever the line breaks
     python, torch = ".".join(record["python"].split(".")[:2]), record["torch"].split("+")[0]
     assert f"Python {python}" in running and f"PyTorch {torch}" in running

@@ -36,9 +36,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    """Write ``text`` (UTF-8, ``\\n`` line ends on every system: the same bytes on Windows) to ``path`` atomically."""
     with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", newline="\n")
     return Path(path)
 
 

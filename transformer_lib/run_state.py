@@ -53,7 +53,7 @@ class RunState:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         path = self.run_dir / "metrics.csv"
         new = not path.exists()
-        with open(path, "a", newline="") as f:
+        with open(path, "a", encoding="utf-8", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=METRICS)
             if new:
                 writer.writeheader()
@@ -139,10 +139,10 @@ class RunState:
         path = self.run_dir / "metrics.csv" if self.run_dir is not None else None
         if path is None or not self.is_main or not path.exists():
             return
-        with open(path, newline="") as f:
+        with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.reader(f))
         kept = [rows[0], *(row for row in rows[1:] if int(row[0]) <= step)]
-        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
             csv.writer(f).writerows(kept)
 
 

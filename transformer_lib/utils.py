@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from transformer_lib.errors import InvalidValue
+
 
 def seed_everything(seed: int) -> None:
     """Seed Python's, NumPy's and PyTorch's random generators (all devices)."""
@@ -20,8 +22,18 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+DEVICE_ENV = "TRANSFORMER_LIB_DEVICE"  # cpu, cuda or mps: the device the lessons use, whatever else there is
+
+
 def pick_device() -> torch.device:
-    """The first CUDA GPU if there is one, else Apple's MPS, else the CPU."""
+    """The first CUDA GPU if there is one, else Apple's MPS, else the CPU; or the device that
+    ``TRANSFORMER_LIB_DEVICE`` names (the tests run every lesson on the CPU, as its outputs were
+    stored, on a Mac too)."""
+    chosen = os.environ.get(DEVICE_ENV, "").strip()
+    if chosen:
+        if chosen.split(":")[0] not in ("cpu", "cuda", "mps"):
+            raise InvalidValue(f"{DEVICE_ENV}={chosen!r} is not a device: use cpu, cuda, cuda:N or mps, or unset it")
+        return torch.device(chosen)
     if torch.cuda.is_available():
         return torch.device("cuda")
     if torch.backends.mps.is_available():
@@ -68,7 +80,7 @@ COMMIT_ENV = "TRANSFORMER_LIB_COMMIT"
 def _cpu_name() -> str:
     """The CPU's model name (Linux's /proc/cpuinfo), else what the platform module says: CPU timings depend on it."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     except OSError:

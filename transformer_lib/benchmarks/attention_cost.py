@@ -55,7 +55,7 @@ def _peak_rss_mb() -> float:
     a large one inherits its parent's ``ru_maxrss`` across fork and exec, but not its ``VmHWM``.
     """
     if sys.platform.startswith("linux"):
-        with open("/proc/self/status") as status:
+        with open("/proc/self/status", encoding="utf-8") as status:
             for line in status:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 2**10  # KiB

@@ -114,7 +114,7 @@ def run_sweep(
     while waiting or running:
         while waiting and len(running) < jobs:
             name = waiting.pop(0)
-            log = open(out / "logs" / f"{name}.txt", "w")  # closed when the process ends
+            log = open(out / "logs" / f"{name}.txt", "w", encoding="utf-8")  # closed when the process ends
             command = [sys.executable, "-m", "transformer_lib", "train", "--config", str(configs[name])]
             command += ["--run-dir", str(out / name), "--device", device]
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -127,7 +127,7 @@ def run_sweep(
             log.close()
             del running[name]
             scores_path = out / name / "scores.json"
-            scores = json.loads(scores_path.read_text()) if scores_path.exists() else None
+            scores = json.loads(scores_path.read_text(encoding="utf-8")) if scores_path.exists() else None
             seconds = round(time.perf_counter() - began, 1)
             summary[name] = {"returncode": process.returncode, "seconds": seconds, "scores": scores}
             print(f"[{time.perf_counter() - start:6.0f} s] {name} finished: exit {process.returncode}", flush=True)
