@@ -2,6 +2,7 @@
 
     python .ci/repository.py check            # every use agrees with _config.yml (tests do this too)
     python .ci/repository.py set URL          # a fork: write URL to _config.yml and every use
+    python .ci/repository.py expect OWNER/NAME # fail unless _config.yml names that repository (the website workflow)
 
 Uses: the Colab badges and install cells of the notebooks and assignments, the README, the book's pages and
 pyproject.toml. A Colab badge must also name its own notebook on the configured branch. The site's
@@ -27,7 +28,7 @@ COLAB = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/
 
 def configured() -> tuple[str, str]:
     """(owner/name, branch) from _config.yml's repository section."""
-    repository = yaml.safe_load((ROOT / "_config.yml").read_text())["repository"]
+    repository = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]
     match = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+)", repository["url"])
     if match is None:
         raise SystemExit(f"_config.yml: repository.url must be https://github.com/OWNER/NAME, got {repository['url']}")
@@ -53,11 +54,11 @@ def problems() -> list[str]:
     """Every use that disagrees with _config.yml, one line each (empty when all agree)."""
     repo, branch = configured()
     found = []
-    baseurl = yaml.safe_load((ROOT / "_config.yml").read_text()).get("html", {}).get("baseurl")
+    baseurl = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8")).get("html", {}).get("baseurl")
     if baseurl != site(repo):
         found.append(f"_config.yml: html.baseurl is {baseurl}, but {repo} is published at {site(repo)}")
     for path in files():
-        text, name = path.read_text(), path.relative_to(ROOT)
+        text, name = path.read_text(encoding="utf-8"), path.relative_to(ROOT)
         for slug in GITHUB.findall(text):
             if slug not in (repo, PLACEHOLDER):
                 found.append(f"{name}: github.com/{slug}, but _config.yml says {repo}")
@@ -81,17 +82,25 @@ def set_repository(url: str) -> None:
     if match is None:
         raise SystemExit(f"the address must be https://github.com/OWNER/NAME, got {url}")
     for path in [ROOT / "_config.yml", *files()]:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         new = text.replace(f"github.com/{old}", f"github.com/{match.group(1)}")
         new = new.replace(f"google.com/github/{old}/", f"google.com/github/{match.group(1)}/")  # Colab links
         new = new.replace(pages(old), pages(match.group(1)))  # the site
         if new != text:
-            path.write_text(new)
+            path.write_text(new, encoding="utf-8")
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["set"] and len(argv) == 2:
         set_repository(argv[1])
+    elif argv[:1] == ["expect"] and len(argv) == 2:
+        if configured()[0] != argv[1]:
+            print(
+                f"_config.yml names {configured()[0]}, but this is {argv[1]}: its pages would link there. "
+                f"Run python .ci/repository.py set https://github.com/{argv[1]} and commit.",
+                file=sys.stderr,
+            )
+            return 1
     elif argv != ["check"]:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2

@@ -106,7 +106,7 @@ def test_each_assignment_has_its_questions_with_the_points_its_prompts_state(mas
 
 
 def test_every_assignment_has_a_seeded_mistake():
-    mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text())
+    mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text(encoding="utf-8"))
     assert sorted(mistakes) == sorted(m.parent.name for m in MASTERS)
 
 
@@ -119,6 +119,7 @@ def test_every_assignment_has_a_seeded_mistake():
     [
         (["grade", "nothing.zip", "a.ipynb"], "no autograder zip nothing.zip"),
         (["assign", "no_such_folder"], "no folder no_such_folder"),
+        (["assign", "--release", "0.2"], "--release takes a release tag like v0.2.0"),
     ],
 )
 def test_bad_input_is_one_line(arguments, message, capsys):
@@ -134,17 +135,29 @@ def test_grade_refuses_what_is_not_an_autograder_or_a_submission(tmp_path, capsy
     assert "is not an autograder zip: give the autograder.zip that assign wrote" in capsys.readouterr().err
     with zipfile.ZipFile(autograder, "w") as archive:
         archive.writestr("otter_config.json", "{}")
-    (tmp_path / "notes.txt").write_text("")
+    (tmp_path / "notes.txt").write_text("", encoding="utf-8")
     assert main(["grade", str(autograder), str(tmp_path / "notes.txt")]) == 2
     assert "is not a submission: give notebooks (.ipynb), zips or folders of them" in capsys.readouterr().err
     assert main(["grade", str(autograder), str(tmp_path)]) == 2  # the folder holds only the autograder
     assert "no submissions besides the autograder" in capsys.readouterr().err
 
 
+def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
+    """--release vX.Y.Z: what students and the autograder install is that tag, everywhere main was named."""
+    copy = grading.pinned(ROOT / "assignments", "v9.8.7", tmp_path)
+    for master in grading.masters(copy):
+        code = ["".join(c["source"]) for c in json.loads(master.read_text(encoding="utf-8"))["cells"]]
+        assert sum('RELEASE = "v9.8.7"' in c for c in code) == 1 and not any('RELEASE = "main"' in c for c in code)
+    requirements = (copy / "requirements.txt").read_text(encoding="utf-8")
+    assert re.search(r"^transformer_lib @ git\+https://\S+@v9\.8\.7$", requirements, re.M), requirements
+    assert "@main" not in requirements
+    assert "@main" in (ROOT / "assignments" / "requirements.txt").read_text(encoding="utf-8")  # the masters untouched
+
+
 def test_a_folder_with_two_masters_is_refused(tmp_path):
     (tmp_path / "a1").mkdir()
-    (tmp_path / "a1" / "one.ipynb").write_text("{}")
-    (tmp_path / "a1" / "two.ipynb").write_text("{}")
+    (tmp_path / "a1" / "one.ipynb").write_text("{}", encoding="utf-8")
+    (tmp_path / "a1" / "two.ipynb").write_text("{}", encoding="utf-8")
     with pytest.raises(transformer_lib.InvalidValue, match="should hold one master notebook, found 2"):
         grading.masters(tmp_path)
 
@@ -156,12 +169,14 @@ def test_scores_table_and_csv(tmp_path):
     ]
     assert grading.table(scores).splitlines()[-1].split() == ["alice.ipynb", "total", "3/5"]
     grading.write_csv(scores, tmp_path / "grades.csv")
-    assert (tmp_path / "grades.csv").read_text().splitlines()[2] == "alice.ipynb,q2,0,2,Wrong: off by one"
+    assert (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()[
+        2
+    ] == "alice.ipynb,q2,0,2,Wrong: off by one"
     assert not list(tmp_path.glob("*.partial"))
 
 
 def test_the_grading_record_has_the_masters_questions_and_points():
-    record = json.loads((ROOT / "results/coursework/grading.json").read_text())
+    record = json.loads((ROOT / "results/coursework/grading.json").read_text(encoding="utf-8"))
     for master in MASTERS:
         graded = {c["name"]: c["points"] for c in questions(master) if not c.get("manual")}
         assert record["assignments"][master.parent.name]["questions"] == graded, f"{master.stem}: record again"

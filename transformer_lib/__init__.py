@@ -21,6 +21,8 @@ it instead of writing it again. The folders follow the book:
 
 import os
 
+__version__ = "0.2.0"  # the one place it is written: pyproject.toml, the CLI's --version and the book read it
+
 # OpenMP threads that spin while they wait steal the cores of anything else running (a second
 # notebook, a test worker): wait passively unless the reader chose otherwise. It must be set
 # before PyTorch loads its OpenMP runtime, so here, before the first import of torch.
@@ -77,8 +79,6 @@ from transformer_lib.tasks import ClassificationTask, LabelledBatch, Task, TaskC
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
 from transformer_lib.utils import pick_device, seed_everything, setup
 
-__version__ = "0.1.0"
-
 
 def __getattr__(name: str):
     """Import the tokenizer (and SentencePiece) only when it is first used."""
@@ -125,7 +125,7 @@ __all__ = [
     "Task",
     "TaskConfig",
     "TokenEmbedding",
-    "Tokenizer",
+    "Tokenizer",  # noqa: F822 -- imported on first use, by __getattr__ below
     "TrainConfig",
     "Trainer",
     "Transformer",

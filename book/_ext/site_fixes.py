@@ -14,6 +14,9 @@
   ``_config.yml``), so that the link works where the notebook is opened alone; on the site such a
   link becomes a link to the page beside it, checked as ``{doc}`` links are (a missing page fails
   the build).
+* Every page's footer names the version of the book and its package (``transformer_lib.__version__``,
+  the one place it is written) and links to the changes in ``CHANGELOG.md``: a course that pins a
+  release can see which one a page belongs to.
 """
 
 from __future__ import annotations
@@ -87,6 +90,16 @@ class SiteLinks(SphinxTransform):
                 link.replace_self(page)
 
 
+def _version_in_footer(app, config) -> None:
+    from transformer_lib import __version__
+
+    options = config.html_theme_options
+    repository, branch = options.get("repository_url", ""), options.get("repository_branch", "main")
+    changes = f'<a href="{repository}/blob/{branch}/CHANGELOG.md">changes</a>' if repository else "CHANGELOG.md"
+    note = f"Version {__version__} of the book and its package, transformer_lib ({changes})."
+    options["extra_footer"] = options.get("extra_footer", "") + f'<p class="book-version">{note}</p>'
+
+
 def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
     seen, unique = set(), []
     for script in context.get("script_files", []):
@@ -107,5 +120,6 @@ def setup(app):
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
     app.add_transform(LocalColabBadge)
     app.add_transform(SiteLinks)
-    app.connect("html-page-context", _one_of_each_script, priority=900)  # after the themes added theirs
+    app.connect("html-page-context", _one_of_each_script, priority=900)
+    app.connect("config-inited", _version_in_footer)  # after the themes added theirs
     return {"parallel_read_safe": True, "parallel_write_safe": True}

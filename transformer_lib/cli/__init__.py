@@ -25,6 +25,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from transformer_lib import __version__
 from transformer_lib.cli.commands import (
     cmd_assign,
     cmd_evaluate,
@@ -41,10 +42,24 @@ from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, TransformerLibError
 
 
+def utf8_console() -> None:
+    """Read and write UTF-8 on the standard streams, whatever the console's code page.
+
+    On Windows, Python writes to a file or pipe in the locale's code page (cp1252, say): ``translate
+    < input.txt > output.txt`` would read a UTF-8 file wrongly and fail on a character the code page
+    lacks. Sentences and messages are UTF-8 everywhere here.
+    """
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        if stream is not None and hasattr(stream, "reconfigure") and stream.encoding.lower().replace("-", "") != "utf8":
+            stream.reconfigure(encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from transformer_lib.web.export import PRECISIONS as EXPORT_PRECISIONS  # web/ builds on cli/: not at import
 
+    utf8_console()
     parser = argparse.ArgumentParser(prog="python -m transformer_lib", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"transformer_lib {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train a model from a YAML config")
     train.add_argument("--config", required=True, help="a YAML file, or the name of a packaged config")
@@ -83,6 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("folder", nargs="?", default="assignments", help="the assignments' folder (default assignments)")
     p.add_argument("--out", default="_build/assignments", help="where to write them (default _build/assignments)")
     p.add_argument("--run-tests", action="store_true", help="also run each solution against its tests (Otter)")
+    p.add_argument("--release", help="pin the package for the semester: a release tag, vX.Y.Z (default: main)")
     p = sub.add_parser("grade", help="grade submissions with an assignment's autograder zip (Otter), into a CSV")
     p.add_argument("autograder", help="the assignment's autograder.zip (from the assign command)")
     p.add_argument("submissions", nargs="+", help="notebooks (.ipynb), zips, or folders of them")

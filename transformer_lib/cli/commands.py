@@ -51,7 +51,7 @@ def _device(name: str) -> torch.device:
 
 def _log(run_dir: Path, message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-    with open(run_dir / "log.txt", "a") as f:
+    with open(run_dir / "log.txt", "a", encoding="utf-8") as f:
         f.write(message + "\n")
 
 
@@ -344,7 +344,7 @@ def cmd_export_onnx(args: argparse.Namespace) -> None:
 def cmd_assign(args: argparse.Namespace) -> None:
     from transformer_lib.coursework import grading  # Otter-Grader, which the book's requirements install
 
-    for folder in grading.build(args.folder, args.out, run_tests=args.run_tests):
+    for folder in grading.build(args.folder, args.out, run_tests=args.run_tests, release=args.release):
         print(f"{folder}: student/{folder.name}.ipynb, autograder/{folder.name}.ipynb (the solution), autograder.zip")
 
 

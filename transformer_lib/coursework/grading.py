@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -97,35 +98,68 @@ def masters(folder: str | os.PathLike) -> list[Path]:
     return found
 
 
-def build(folder: str | os.PathLike, out: str | os.PathLike, run_tests: bool = False) -> list[Path]:
+RELEASE_FORM = re.compile(r"v\d+\.\d+\.\d+")  # a release tag of the package: vX.Y.Z
+RELEASE_LINE = 'RELEASE = "main"'  # in each master's first cell: the package it installs where it is missing
+
+
+def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
+    """A copy of ``folder`` in ``scratch`` whose masters and autograder requirements install the
+    package at ``release`` (a tag ``vX.Y.Z``) instead of ``main``: a semester's pin, set once."""
+    if not RELEASE_FORM.fullmatch(release):
+        raise InvalidValue(f"--release takes a release tag like v0.2.0 (see CHANGELOG.md), got {release!r}")
+    copy = scratch / "assignments"
+    shutil.copytree(folder, copy)
+    for master in masters(copy):
+        notebook = json.loads(master.read_text(encoding="utf-8"))
+        sources = ["".join(cell["source"]) for cell in notebook["cells"]]
+        if not any(RELEASE_LINE in source for source in sources):
+            raise InvalidValue(f"{master.name}: no cell sets {RELEASE_LINE} to pin")
+        for cell, source in zip(notebook["cells"], sources, strict=True):
+            cell["source"] = source.replace(RELEASE_LINE, f'RELEASE = "{release}"')
+        master.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    requirements = copy / "requirements.txt"
+    if requirements.exists():
+        text = requirements.read_text(encoding="utf-8")
+        text = re.sub(r"(transformer_lib @ git\+\S+)@main\b", rf"\1@{release}", text)
+        requirements.write_text(text, encoding="utf-8")
+    return copy
+
+
+def build(
+    folder: str | os.PathLike, out: str | os.PathLike, run_tests: bool = False, release: str | None = None
+) -> list[Path]:
     """``otter assign`` every master of ``folder`` into ``out/<assignment>/`` (student/ and autograder/).
 
     Each assignment is built into a temporary folder and renamed into place when Otter succeeded,
     so ``out`` never holds half an assignment. Returns the assignments' output folders. With
     ``run_tests`` Otter also runs each solution against its tests (the capstone's needs the
     student's translations file beside it); ``.ci/assignments.py`` grades every solution instead.
+    With ``release`` (a tag ``vX.Y.Z``) the student notebooks and the autograder install that
+    release of the package, not ``main`` (:func:`pinned`).
     """
     command, built = _otter(), []
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for master in masters(folder):
-        target = out / master.parent.name
-        with tempfile.TemporaryDirectory(dir=out) as scratch:
-            result = subprocess.run(
-                [*command, "assign", "--no-pdfs", *([] if run_tests else ["--no-run-tests"]), str(master), scratch],
-                capture_output=True,
-                text=True,
-            )
-            if result.returncode:
-                lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-                raise InvalidValue(f"otter assign {master} failed: {lines[-1] if lines else 'no message'}")
-            zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
-            Path(scratch, "autograder", zips[0].name).rename(Path(scratch, "autograder", "autograder.zip"))
-            if target.exists():
-                shutil.rmtree(target)
-            Path(scratch).rename(target)
-            Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
-        built.append(target)
+    with tempfile.TemporaryDirectory() as copies:
+        sources = masters(pinned(folder, release, Path(copies)) if release else folder)
+        out.mkdir(parents=True, exist_ok=True)
+        for master in sources:
+            target = out / master.parent.name
+            with tempfile.TemporaryDirectory(dir=out) as scratch:
+                result = subprocess.run(
+                    [*command, "assign", "--no-pdfs", *([] if run_tests else ["--no-run-tests"]), str(master), scratch],
+                    capture_output=True,
+                    text=True,
+                )
+                if result.returncode:
+                    lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+                    raise InvalidValue(f"otter assign {master.name} failed: {lines[-1] if lines else 'no message'}")
+                zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
+                Path(scratch, "autograder", zips[0].name).rename(Path(scratch, "autograder", "autograder.zip"))
+                if target.exists():
+                    shutil.rmtree(target)
+                Path(scratch).rename(target)
+                Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
+            built.append(target)
     return built
 
 
