@@ -1,0 +1,139 @@
+"""Updates per second of lesson 11's CPU recipe, and where a step's time goes (issue 47).
+
+    python -m transformer_lib.benchmarks.cpu_speed [--config multi30k_de_en_cpu] [--steps 45]
+        [--json results/multi30k/cpu/speed.json]
+
+The recipe's model and token batches (its config, as ``train`` builds them) and the
+:class:`~transformer_lib.training.Trainer`'s step, every variant in one process on this machine:
+each trains the same batches from the same initial weights, in interleaved rounds, so that a
+machine that slows down during the run slows every variant alike. At equal model and batch:
+
+* ``fp32``: what ``train --config multi30k_de_en_cpu --device cpu`` runs today;
+* ``fp32+compile``: the model under ``torch.compile(dynamic=True)``, which the Trainer leaves out
+  on a CPU (token batches change shape every step);
+* ``bf16``: autocast to bf16 on the CPU (fast only where the CPU has bf16 instructions);
+
+and, to price one part, ``no-dropout`` (dropout 0: another recipe, not a speed-up of this one).
+Then the output layer's parts alone, at the recipe's batch of target tokens: the projection to the
+vocabulary (forward, and the two matmuls of its backward) and log-softmax (forward and backward),
+in fp32 and in bf16, against the whole step's time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from transformer_lib.batching import encode_pairs
+from transformer_lib.benchmarks import median_seconds, provenance, write_record
+from transformer_lib.cli.config import load_config
+from transformer_lib.data import load_pairs
+from transformer_lib.files import write_text
+from transformer_lib.model import Transformer
+from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.tasks import TranslationTask
+from transformer_lib.tokenizer import Tokenizer
+from transformer_lib.training import Trainer
+from transformer_lib.utils import environment
+
+VARIANTS = ("fp32", "fp32+compile", "bf16", "no-dropout")
+CPU = torch.device("cpu")
+
+
+def make_trainer(config: dict, task: TranslationTask, variant: str) -> Trainer:
+    """A Trainer with the recipe's model and optimiser settings, changed as ``variant`` says."""
+    model_config = config["model"]
+    if variant == "no-dropout":
+        model_config = dataclasses.replace(model_config, dropout=0.0)
+    torch.manual_seed(config["training"].seed)
+    recipe = dataclasses.replace(config["training"], progress=False, max_minutes=None, snapshot_minutes=())
+    trainer = Trainer(Transformer(model_config), task, recipe, device=CPU)
+    if "compile" in variant:
+        trainer.run_model = torch.compile(trainer.run_model, dynamic=True)
+    if variant == "bf16":
+        trainer.amp.autocast = torch.autocast("cpu", dtype=torch.bfloat16)
+    return trainer
+
+
+def output_layer(tokens: int, d_model: int, vocab: int, dtype: torch.dtype, repeats: int) -> dict[str, float]:
+    """Milliseconds of the output layer's parts for ``tokens`` target tokens, each the median of
+    ``repeats``: the projection in ``dtype``, log-softmax in fp32 (the loss casts the logits)."""
+    hidden, weight = torch.randn(tokens, d_model, dtype=dtype), torch.randn(vocab, d_model, dtype=dtype)
+    grad = torch.randn(tokens, vocab, dtype=dtype)
+    logits, upstream = torch.randn(tokens, vocab, requires_grad=True), torch.randn(tokens, vocab)
+    parts = {
+        "projection": lambda: F.linear(hidden, weight),  # (tokens, vocab)
+        "its backward": lambda: (grad @ weight, grad.T @ hidden),  # to the hidden states, to the weight
+        "log-softmax and its backward": lambda: torch.autograd.grad(logits.log_softmax(-1), logits, upstream),
+    }
+    return {name: 1e3 * median_seconds(run, repeats, CPU)[1] for name, run in parts.items()}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="multi30k_de_en_cpu", help="a packaged config or a YAML path")
+    parser.add_argument("--steps", type=int, default=45, help="timed steps per variant (in 3 interleaved rounds)")
+    parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (allocator; compilation)")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--json", type=Path, help="write the record to this file (and the table beside it, .txt)")
+    args = parser.parse_args(argv)
+    config = load_config(args.config)
+    data, task_config = config["data"], config["task"]
+    env = environment(CPU)
+    lines: list[str] = []
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+        lines.append(line)
+
+    pairs = load_pairs("train", data.src, data.tgt)
+    tokenizer = Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size, data.tokenizer)
+    task = TranslationTask(encode_pairs(pairs, tokenizer), [], task_config.max_tokens, task_config.label_smoothing)
+    batches = task.train_batches(0)[: args.warmup + args.steps]
+    say(f"{args.config}: torch {env['torch']}; {env['device']}; {torch.get_num_threads()} threads; commit "
+        f"{env['git_commit'][:7]}")  # fmt: skip
+    trainers = {variant: make_trainer(config, task, variant) for variant in args.variants}
+    for trainer in trainers.values():
+        for indices in batches[: args.warmup]:
+            trainer.train_step([indices])
+    seconds = dict.fromkeys(trainers, 0.0)
+    rounds = 3
+    per_round = args.steps // rounds
+    for r in range(rounds):  # interleaved: each variant's share of every part of the run
+        chunk = batches[args.warmup + r * per_round : args.warmup + (r + 1) * per_round]
+        for variant, trainer in trainers.items():
+            start = time.perf_counter()
+            for indices in chunk:
+                trainer.train_step([indices])
+            seconds[variant] += time.perf_counter() - start
+    steps = rounds * per_round
+    rows = []
+    base = steps / seconds[args.variants[0]]
+    say(f"\n{'variant':<14} {'updates/s':>9} {'vs ' + args.variants[0]:>16}")
+    for variant in trainers:
+        rate = steps / seconds[variant]
+        rows.append({**provenance(env), "config": args.config, "variant": variant, "updates_per_s": round(rate, 3)})
+        say(f"{variant:<14} {rate:9.2f} {rate / base:15.2f}x")
+    step_ms = 1e3 * seconds[args.variants[0]] / steps
+    tokens = round(sum(int((task.make_batch(i, train=True).tgt_out != PAD_ID).sum()) for i in batches) / len(batches))
+    model = config["model"]
+    say(f"\nthe output layer alone, {tokens} target tokens (a step's mean), d_model {model.d_model}, "
+        f"vocabulary {model.vocab_size}; one {args.variants[0]} step: {step_ms:.0f} ms")  # fmt: skip
+    parts = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        parts[name] = output_layer(tokens, model.d_model, model.vocab_size, dtype, repeats=10)
+        total = sum(parts[name].values())
+        detail = ", ".join(f"{part} {ms:.0f}" for part, ms in parts[name].items())
+        say(f"  {name}: {detail} ms: {total:.0f} ms, {100 * total / step_ms:.0f} % of that step")
+    if args.json:
+        write_record(args.json, env, rows, output_layer_ms=parts, step_ms=round(step_ms, 1), target_tokens=tokens)
+        write_text(args.json.with_suffix(".txt"), "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
