@@ -82,3 +82,11 @@ def test_attention_cost_measures_the_full_matrix_and_its_absence():
     assert peak_memory_mb("fused", n, heads) < 0.25 * two_matrices_mib
     with pytest.raises(TransformerLibError, match="unknown kernel 'flash'; choose one of by hand, fused, tiled"):
         peak_memory_mb("flash", n)
+
+
+def test_cpu_speed_times_each_part_of_the_output_layer():
+    from transformer_lib.benchmarks.cpu_speed import output_layer
+
+    parts = output_layer(tokens=64, d_model=16, vocab=100, dtype=torch.bfloat16, repeats=1)
+    assert list(parts) == ["projection", "its backward", "log-softmax and its backward"]
+    assert all(ms > 0 for ms in parts.values())
