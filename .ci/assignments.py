@@ -16,23 +16,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import textwrap
 import time
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
+import torch
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from transformer_lib import utils  # noqa: E402
 from transformer_lib.coursework import grading  # noqa: E402
+from transformer_lib.files import write_text  # noqa: E402
 
 CAPSTONE_TRANSLATIONS = ROOT / "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run
 
@@ -182,16 +182,8 @@ def main() -> int:
 
 
 def environment(total: float) -> dict:
-    """Where and when the record was made."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit.stdout.strip(),
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "total_seconds": round(total),
-    }
+    """Where and when the record was made: the package's environment record, with the cores and the time taken."""
+    return {**utils.environment(torch.device("cpu")), "cores": os.cpu_count(), "total_seconds": round(total)}
 
 
 def write_record(folder: Path, record: dict) -> None:
@@ -214,14 +206,12 @@ def write_record(folder: Path, record: dict) -> None:
     env = record["environment"]
     lines.append("")
     summary = (
-        f"{env['date']}, commit {env['commit']}, {env['cores']} cores, Python {env['python']}; "
-        f"everything built and graded in {env['total_seconds']} s"
+        f"{env['started_utc'][:16].replace('T', ' ')} UTC, commit {env['git_commit'][:7]}, {env['cores']} cores, "
+        f"Python {env['python']}; everything built and graded in {env['total_seconds']} s"
     )
     lines += textwrap.wrap(summary, 88)
-    for path, text in (("grading.json", json.dumps(record, indent=2) + "\n"), ("grading.txt", "\n".join(lines) + "\n")):
-        partial = folder / (path + ".partial")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(folder / path)
+    write_text(folder / "grading.json", json.dumps(record, indent=2) + "\n")
+    write_text(folder / "grading.txt", "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ from transformer_lib.attention import keep_attention_weights
 from transformer_lib.batching import pad_ids
 from transformer_lib.cli import main
 from transformer_lib.data import DataError, load_multi30k
-from transformer_lib.decoding import DecodeConfig
+from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig
 from transformer_lib.errors import MissingFile
+from transformer_lib.special_tokens import BOS_ID, EOS_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.web import runtime as web_runtime
@@ -73,6 +74,32 @@ def test_greedy_translations_of_test_2016_equal_pytorchs(exported, pytorch, mirr
     got = exported.translate(sources)
     different = [(s, g, e) for s, g, e in zip(sources, got, expected, strict=True) if g != e]
     assert not different, f"{len(different)} of {len(sources)} differ, e.g. {different[:2]}"
+
+
+@pytest.mark.parametrize(
+    "sentence, finishes",
+    [
+        ("Ein Mann fährt mit dem Fahrrad durch die Stadt.", True),
+        ("Ich habe heute keine Zeit, weil ich arbeiten muss.", False),  # everyday speech: a runaway
+    ],
+)
+def test_translate_one_reports_the_models_own_confidence_and_a_runaway(exported, pytorch, sentence, finishes):
+    """The confidence is the mean probability PyTorch's model gives the tokens greedy decoding chose
+    (<eos> counted when chosen); an output cut at the length limit did not finish."""
+    model, tokenizer = pytorch
+    got = exported.translate_one(sentence)
+    src = torch.tensor([tokenizer.encode(sentence, eos=True)])
+    assert got.ids == exported.greedy(src)[0] and got.finished is finishes
+    limit = src.shape[1] + exported.info["max_extra"]
+    assert (len(got.ids) < limit - 1) is finishes  # a runaway uses every position the limit allows
+    chosen = [*got.ids, EOS_ID] if finishes else got.ids  # <eos> only when the model chose it
+    prefix = torch.tensor([[BOS_ID, *chosen]])
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        logits = model.decode(prefix[:, :-1], memory, mask)[0]  # (len(chosen), vocab): each step's scores
+    logits[:, NEVER_GENERATED] = float("-inf")
+    expected = logits.softmax(-1).gather(1, torch.tensor(chosen)[:, None]).mean().item()
+    assert abs(got.confidence - expected) < 1e-3, (got.confidence, expected)
 
 
 def test_half_precision_files_hold_weights_in_fp16_and_fit_in_10_mb(exported):

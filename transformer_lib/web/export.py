@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from transformer_lib import decoding
 from transformer_lib.attention import keep_attention_weights, padding_mask
 from transformer_lib.batching import pad_ids
 from transformer_lib.data import cache_root
@@ -343,23 +344,22 @@ class OnnxTranslator:
     def translate_one(self, sentence: str) -> Translation:
         """One sentence, greedily, as the translator page decodes it: with whether it finished and
         how sure the model was (:class:`Translation`)."""
-        src_ids = [*self.tokenizer.encode(sentence), EOS_ID]
-        src = torch.tensor([src_ids])
+        src = torch.tensor([[*self.tokenizer.encode(sentence), EOS_ID]])
         memory = self.encode(src)
-        limit = int(length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])[0])
-        ids, chosen = [BOS_ID], []  # chosen: the probability of each token the model picked
-        for step in range(limit):
-            logits = self.next_logits(torch.tensor([ids]), memory, src)[0][0].float()
-            logits[NEVER_GENERATED] = float("-inf")
-            probs = logits.softmax(-1)
-            token = int(probs.argmax())
-            if step + 1 >= limit and token != EOS_ID:  # the limit: <eos> forced, not chosen
-                return Translation(self.tokenizer.decode(ids[1:]), ids[1:], False, _mean(chosen))
-            ids.append(token)
-            chosen.append(float(probs[token]))
-            if token == EOS_ID:
-                break
-        return Translation(self.tokenizer.decode(ids[1:-1]), ids[1:-1], True, _mean(chosen))
+        picked: list[tuple[int, float]] = []  # the model's pick at each step, and its probability
+
+        def pick(logits: Tensor) -> Tensor:  # (1, vocab), the never-generated tokens at -inf
+            probs = logits.float().softmax(-1)
+            token = probs.argmax(-1)  # (1,)
+            picked.append((int(token), float(probs[0, token])))
+            return token
+
+        limits = length_limits(src, self.info["max_extra"], self.info["config"]["max_len"])
+        bos = torch.full((1, 1), BOS_ID, dtype=torch.long)
+        ids = extend(bos, lambda tokens: self.next_logits(tokens, memory, src)[0], pick, limits)[0]
+        finished = picked[-1][0] == EOS_ID  # else the limit forced <eos> in place of the pick
+        chosen = [p for _, p in (picked if finished else picked[:-1])]
+        return Translation(self.tokenizer.decode(ids), ids, finished, _mean(chosen))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,15 +379,17 @@ def _mean(values: list[float]) -> float:
 def cached_export(checkpoint: str | os.PathLike, precision: str = "fp16") -> Path:
     """The export of ``checkpoint``, made once per machine and kept in the package's cache.
 
-    Keyed by the checkpoint's SHA-256, the precision, this module's source and the PyTorch
-    version, so that a new model or a new exporter makes a new folder. The book build (the
+    Keyed by the checkpoint's SHA-256, the precision, the sources of this module and of decoding
+    (``model.json`` carries its length limit) and the PyTorch version, so that a new model, a new
+    exporter or a new limit makes a new folder. The book build (the
     translator page) and the tests share it.
     """
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise MissingFile(f"no checkpoint at {checkpoint}")
     key = hashlib.sha256()
-    for part in (sha256_of(checkpoint), precision, Path(__file__).read_text(encoding="utf-8"), torch.__version__):
+    sources = (Path(path).read_text(encoding="utf-8") for path in (__file__, decoding.__file__))
+    for part in (sha256_of(checkpoint), precision, *sources, torch.__version__):
         key.update(part.encode())
     folder = cache_root() / "onnx" / f"{checkpoint.stem}-{key.hexdigest()[:16]}"
     if not all((folder / name).is_file() for name in FILES):
