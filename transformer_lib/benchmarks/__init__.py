@@ -7,7 +7,6 @@ python -m transformer_lib.benchmarks.kv_cache        # the key-value cache's spe
 python -m transformer_lib.benchmarks.attention_cost  # attention's time and memory against length (lesson 12)
 python -m transformer_lib.benchmarks.confidence      # the translator page's confidence, in and outside its domain
 python -m transformer_lib.benchmarks.length_limit    # the output length limit against BLEU on the three test sets
-python -m transformer_lib.benchmarks.cpu_speed       # the CPU recipe's updates per second, variants side by side
 
 The helpers below are what the scripts share: a timing loop and the form of their records.
 """

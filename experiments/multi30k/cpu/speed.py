@@ -1,7 +1,11 @@
 """Updates per second of lesson 11's CPU recipe, and where a step's time goes (issue 47).
 
-    python -m transformer_lib.benchmarks.cpu_speed [--config multi30k_de_en_cpu] [--steps 45]
-        [--json results/multi30k/cpu/speed.json]
+    python experiments/multi30k/cpu/speed.py [--config multi30k_de_en_cpu] [--steps 45]
+        [--json results/multi30k/cpu/speed/de_en.json]
+
+A script beside the recipe's sweep files, not a module of the package's benchmarks/: it reads the
+recipe through the command line's config (transformer_lib.cli.config), which the package's other
+parts never import. Until commit 41a2345's record it was transformer_lib/benchmarks/cpu_speed.py.
 
 The recipe's model and token batches (its config, as ``train`` builds them) and the
 :class:`~transformer_lib.training.Trainer`'s step, every variant in one process on this machine:
@@ -30,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lib.batching import encode_pairs
-from transformer_lib.benchmarks import median_seconds, provenance, write_record
+from transformer_lib.benchmarks import median_seconds, provenance, write_record  # the helpers every record uses
 from transformer_lib.cli.config import load_config
 from transformer_lib.data import load_pairs
 from transformer_lib.files import write_text
