@@ -86,11 +86,26 @@ def test_attention_cost_measures_the_full_matrix_and_its_absence():
         peak_memory_mb("flash", n)
 
 
-def test_cpu_speed_times_each_part_of_the_output_layer():
-    path = Path(__file__).resolve().parent.parent / "experiments" / "multi30k" / "cpu" / "speed.py"
-    spec = importlib.util.spec_from_file_location("cpu_speed", path)
+def cpu_experiment(name: str):
+    """A script of experiments/multi30k/cpu/ (not a module of the package), loaded by its path."""
+    path = Path(__file__).resolve().parent.parent / "experiments" / "multi30k" / "cpu" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"cpu_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_speed_times_each_part_of_the_output_layer():
+    module = cpu_experiment("speed")
     parts = module.output_layer(tokens=64, d_model=16, vocab=100, dtype=torch.bfloat16, repeats=1)
     assert list(parts) == ["projection", "its backward", "log-softmax and its backward"]
     assert all(ms > 0 for ms in parts.values())
+
+
+def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
+    choose = cpu_experiment("beam").choose
+    recipe = [40.0, 41.0, 40.5]
+    assert choose({(5, 0.6): recipe, (8, 1.0): [40.3, 41.2, 40.8]}) == (8, 1.0)  # +0.27, every model
+    assert choose({(5, 0.6): recipe, (8, 1.0): [40.1, 41.1, 40.6]}) == (5, 0.6)  # +0.1: under the margin
+    assert choose({(5, 0.6): recipe, (8, 1.0): [41.5, 41.5, 40.4]}) == (5, 0.6)  # one model lost
+    assert choose({(5, 0.6): recipe, (3, 1.0): [40.5, 41.5, 41.0], (8, 1.0): [40.3, 41.2, 40.8]}) == (3, 1.0)
