@@ -109,3 +109,21 @@ def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
     assert choose({(5, 0.6): recipe, (8, 1.0): [40.1, 41.1, 40.6]}) == (5, 0.6)  # +0.1: under the margin
     assert choose({(5, 0.6): recipe, (8, 1.0): [41.5, 41.5, 40.4]}) == (5, 0.6)  # one model lost
     assert choose({(5, 0.6): recipe, (3, 1.0): [40.5, 41.5, 41.0], (8, 1.0): [40.3, 41.2, 40.8]}) == (3, 1.0)
+
+
+def test_length_limit_counts_the_translations_that_reached_it():
+    from transformer_lib.benchmarks.length_limit import MODELS, translate_counting
+    from transformer_lib.decoding import DecodeConfig
+    from transformer_lib.translation import load_model, translate_sentences
+
+    model, tokenizer, _ = load_model(MODELS / "de_en.model_fp16.pt", torch.device("cpu"))
+    sources = ["Ein Hund rennt.", "Zwei Männer spielen Fußball auf einer grünen Wiese.", "Eine Frau liest."]
+    for beam_size in (1, 3):
+        free = DecodeConfig(beam_size=beam_size)
+        translations, reached = translate_counting(model, tokenizer, sources, free)
+        assert translations == translate_sentences(model, tokenizer, sources, free, torch.device("cpu"))
+        assert reached == 0  # photo descriptions end well inside source + 25
+        # a lone word and one token to spare: the model says more than that (as "Dogs dog.")
+        words = ["Hund", "Frau", "Fahrrad"]
+        cut = DecodeConfig(beam_size=beam_size, max_extra=1)
+        assert translate_counting(model, tokenizer, words, cut)[1] == len(words)

@@ -41,6 +41,13 @@ def translate_sentences(
     ``progress`` shows a bar of sentences translated (on standard error).
     """
     model.eval()
+    decode = decoder(model, decoding, device)
+    return translate_in_batches(tokenizer, sentences, decode, decoding.batch_size, model.config.max_len, progress)
+
+
+def decoder(model: Transformer, decoding: DecodeConfig, device: torch.device) -> Callable[[Tensor], list[list[int]]]:
+    """Padded source ids (batch, src_len) -> one id list per sentence, decoded as ``decoding``
+    says: greedily for beam 1, else by beam search."""
 
     def decode(src: Tensor) -> list[list[int]]:
         src = src.to(device)
@@ -48,7 +55,7 @@ def translate_sentences(
             return greedy_decode(model, src, decoding.max_extra)
         return beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
 
-    return translate_in_batches(tokenizer, sentences, decode, decoding.batch_size, model.config.max_len, progress)
+    return decode
 
 
 def translate_in_batches(

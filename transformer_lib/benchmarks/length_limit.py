@@ -30,10 +30,10 @@ from torch import Tensor
 
 from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import DecodeConfig, beam_search, greedy_decode, length_limits
+from transformer_lib.decoding import DecodeConfig, length_limits
 from transformer_lib.files import write_text
 from transformer_lib.metrics import bleu_scores
-from transformer_lib.translation import load_model, translate_in_batches
+from transformer_lib.translation import decoder, load_model, translate_in_batches
 from transformer_lib.utils import environment
 
 MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
@@ -45,14 +45,12 @@ def translate_counting(model, tokenizer, sources: list[str], decoding: DecodeCon
     """The translations, as :func:`~transformer_lib.translation.translate_sentences` gives them,
     and how many of them reached the length limit (the limit's last token is a forced ``<eos>``)."""
     reached = 0
+    decode_ids = decoder(model, decoding, torch.device("cpu"))
 
     def decode(src: Tensor) -> list[list[int]]:
         nonlocal reached
         limits = length_limits(src, decoding.max_extra, model.config.max_len)  # (batch,)
-        if decoding.beam_size == 1:
-            out = greedy_decode(model, src, decoding.max_extra)
-        else:
-            out = beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
+        out = decode_ids(src)
         reached += sum(len(ids) >= int(limit) - 1 for ids, limit in zip(out, limits, strict=True))
         return out
 
@@ -78,14 +76,14 @@ def main(argv: list[str] | None = None) -> None:
         checkpoint = MODELS / f"{direction}.model_fp16.pt"
         model, tokenizer, meta = load_model(checkpoint, torch.device("cpu"))
         recipe = DecodeConfig(**meta["decoding"])
-        for decoder, beam_size in (("beam", recipe.beam_size), ("greedy", 1)):
+        for method, beam_size in (("beam", recipe.beam_size), ("greedy", 1)):
             say()
-            say(f"{direction}, {decoder} (beam {beam_size}, alpha {recipe.alpha})")
+            say(f"{direction}, {method} (beam {beam_size}, alpha {recipe.alpha})")
             say(f"{'max_extra':>9} " + " ".join(f"{split:>26}" for split in SPLITS) + f" {'reached limit':>14}")
             baseline: dict[str, list[str]] = {}
             for max_extra in CANDIDATES:
                 decoding = DecodeConfig(beam_size=beam_size, alpha=recipe.alpha, max_extra=max_extra)
-                row = {**provenance(env), "direction": direction, "decoder": decoder, "max_extra": max_extra}
+                row = {**provenance(env), "direction": direction, "decoder": method, "max_extra": max_extra}
                 start = time.perf_counter()
                 cells, reached = [], 0
                 for split in SPLITS:
