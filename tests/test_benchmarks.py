@@ -127,3 +127,10 @@ def test_length_limit_counts_the_translations_that_reached_it():
         words = ["Hund", "Frau", "Fahrrad"]
         cut = DecodeConfig(beam_size=beam_size, max_extra=1)
         assert translate_counting(model, tokenizer, words, cut)[1] == len(words)
+
+
+def test_cpu_average_window_must_beat_the_recipes_by_the_margin():
+    choose = cpu_experiment("average").choose
+    assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.9}) == 10  # +0.4
+    assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.7}) == 4  # +0.2: under the margin
+    assert choose({1: 39.0, 2: 40.9, 4: 40.5, 10: 40.4}) == 2
