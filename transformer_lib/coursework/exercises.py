@@ -320,7 +320,7 @@ def _average_weights(average: Any) -> str:
 
 @_exercise("11.6", "The minutes a run took to reach a BLEU, read off its curve by linear interpolation")
 def _minutes_to(minutes_to: Any) -> str:
-    curve = [(5, 30.37), (10, 38.36), (20, 39.43), (40, 40.71)]  # lesson 11's CPU run, de→en
+    curve = [(5, 30.37), (10, 38.36), (20, 39.43), (40, 40.71)]  # lesson 11's 40-minute CPU run, de→en
     cases = [(15.185, 2.5), (30.37, 5.0), (34.365, 7.5), (39.43, 20.0), (40.07, 30.0)]
     for target, expected in cases:
         got = _number(minutes_to(curve, target), f"minutes_to(curve, {target})")
@@ -330,7 +330,7 @@ def _minutes_to(minutes_to: Any) -> str:
             raise Wrong(f"minutes_to(curve, {target}) = {got:g}, expected {expected:g} (linear between points)")
     if minutes_to(curve, 41.0) is not None:
         raise Wrong("a BLEU the curve never reaches should give None")
-    return f"35 BLEU after {minutes_to(curve, 35.0):.1f} minutes on lesson 11's CPU curve"
+    return f"35 BLEU after {minutes_to(curve, 35.0):.1f} minutes on the curve of lesson 11's 40-minute CPU run"
 
 
 @_exercise("12.3", "Causal linear attention with a running sum")
