@@ -14,7 +14,14 @@ from transformer_lib.batching import collate, example_size, padding_fraction, to
 from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint
 from transformer_lib.checkpoint import snapshots as snapshot_files
 from transformer_lib.tasks import TranslationTask
-from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr, steps_in_time
+from transformer_lib.training import (
+    TrainConfig,
+    Trainer,
+    label_smoothed_cross_entropy,
+    noam_lr,
+    steps_in_time,
+    time_linear_lr,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -54,6 +61,20 @@ def test_schedule_values_at_known_steps():
     assert noam_lr(2000, 512, 4000) == pytest.approx(peak / 2)  # linear warm-up
     assert noam_lr(16000, 512, 4000) == pytest.approx(peak / 2)  # then 1/sqrt(step)
     assert peak == pytest.approx(7.0e-4, rel=0.01)
+
+
+def test_time_linear_schedule_values():
+    """The paper's warm-up, then a straight line from its peak to 0 at the budget's end."""
+    peak = 128**-0.5 * 800**-0.5 * 1.2
+    assert time_linear_lr(400, 0.0, 1200.0, 128, 800, 1.2) == pytest.approx(peak / 2)  # warming up
+    assert time_linear_lr(800, 0.0, 1200.0, 128, 800, 1.2) == pytest.approx(peak)
+    assert time_linear_lr(3000, 300.0, 1200.0, 128, 800, 1.2) == pytest.approx(0.75 * peak)  # no 1/sqrt(step)
+    assert time_linear_lr(3000, 1200.0, 1200.0, 128, 800, 1.2) == 0.0
+    assert time_linear_lr(3000, 1300.0, 1200.0, 128, 800, 1.2) == 0.0  # past the budget: never negative
+    with pytest.raises(ValueError, match="falls to 0 at max_minutes"):
+        TrainConfig(schedule="time_linear")
+    with pytest.raises(ValueError, match="schedule must be one of noam, time_linear"):
+        TrainConfig(schedule="cosine")
 
 
 @pytest.mark.parametrize("max_tokens", [32, 100, 1000])
@@ -333,3 +354,27 @@ def test_in_a_log_file_progress_is_a_plain_line_a_minute(capsys, monkeypatch):
     lines = err.splitlines()
     assert 2 <= len(lines) < 6 and all(line.startswith("train: ") for line in lines)
     assert lines[-1].startswith("train: 100% 6/6 [") and "loss=" in lines[-1]
+
+
+def test_the_time_linear_schedule_reads_the_runs_time_across_a_resume(tmp_path, monkeypatch):
+    """A step takes a minute of a 5-minute budget: the rate falls by a fifth of its peak a step, and a run
+    stopped after 3 minutes and resumed sets the same rates as one that ran through."""
+    import transformer_lib.training as training
+
+    settings = dict(max_minutes=5, schedule="time_linear", warmup=2, checkpoint_every=1, grad_accum=1)
+    current = []
+    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * current[-1].step)
+    whole = make_trainer(tmp_path / "whole", **settings)
+    current.append(whole)
+    rates = [r["lr"] for r in whole.train() if "lr" in r]
+    peak = noam_lr(2, whole.model.d_model, 2)
+    # Step s's rate is set when step s - 1 ends, from the time at which step s - 1 began: 60 (s - 2) seconds.
+    expected = [peak / 2, peak] + [peak * (1 - 60 * (s - 2) / 300) for s in range(3, 7)]
+    assert rates == pytest.approx(expected)
+    cut = make_trainer(tmp_path / "cut", **{**settings, "max_steps": 3})
+    current.append(cut)
+    cut.train()
+    resumed = make_trainer(tmp_path / "cut", **settings)
+    resumed.load_state(load_checkpoint(tmp_path / "cut" / "checkpoint.pt"))
+    current.append(resumed)
+    assert [r["lr"] for r in resumed.train() if "lr" in r] == pytest.approx(rates[3:])

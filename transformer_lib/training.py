@@ -58,6 +58,17 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+def time_linear_lr(step: int, seconds: float, budget: float, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's warm-up to its peak, then a fall in a straight line to 0 at ``budget`` seconds of training.
+
+    For a run that stops on time (``max_minutes``): the paper's 1/sqrt(step) still has half its peak
+    when a 20-minute run ends, while small steps at the end are what lets a model settle.
+    """
+    return noam_lr(min(step, warmup), d_model, warmup, factor) * max(0.0, 1.0 - seconds / budget)
+
+
+SCHEDULES = ("noam", "time_linear")
+
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
 
@@ -99,6 +110,7 @@ class TrainConfig:
     snapshot_minutes: tuple[float, ...] = ()  # also save the model at these minutes of training: a curve
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup: int = 4000
+    schedule: str = "noam"  # noam: the paper's; time_linear: its warm-up, then linear to 0 at max_minutes
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -132,6 +144,10 @@ class TrainConfig:
                 f"snapshot_minutes must end before max_minutes={self.max_minutes} (the run's end is the last point), "
                 f"got {list(marks)!r}"
             )
+        if self.schedule not in SCHEDULES:
+            raise InvalidValue(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if self.schedule == "time_linear" and not self.max_minutes:
+            raise InvalidValue("schedule time_linear falls to 0 at max_minutes: set training.max_minutes too")
         if self.precision not in PRECISIONS:
             raise InvalidValue(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
@@ -253,16 +269,21 @@ class Trainer(RunState):
         on_gpu = self.device.type == "cuda"
         self.params = list(model.parameters())
         self.optimizer = adam(self.params, c, fused=on_gpu)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: noam_lr(step + 1, d_model, c.warmup, c.lr_factor)
-        )
-        self.amp = Precision(c.precision, self.device)
         self.train_seconds = 0.0  # the run's training time so far, validations included, across resumes
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda step: self.lr_at(step + 1, d_model))
+        self.amp = Precision(c.precision, self.device)
         self.eval_model, self.parallel_model, self.run_model = wrapped(model, self.device, c.compile, self.world)
         self.step = self.epoch = self.batch_in_epoch = 0
         self.history: list[dict] = []
         self.extra_state: dict = {}  # entries every checkpoint carries besides the state (the CLI's tokenizer)
         torch.manual_seed(c.seed)
+
+    def lr_at(self, step: int, d_model: int) -> float:
+        """The learning rate of optimizer step ``step`` (from 1), as the config's schedule sets it."""
+        c = self.config
+        if c.schedule == "time_linear":
+            return time_linear_lr(step, self.train_seconds, 60 * c.max_minutes, d_model, c.warmup, c.lr_factor)
+        return noam_lr(step, d_model, c.warmup, c.lr_factor)
 
     # -- the loop ----------------------------------------------------------------------------
     def total_steps(self) -> int:
