@@ -134,3 +134,20 @@ def test_cpu_average_window_must_beat_the_recipes_by_the_margin():
     assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.9}) == 10  # +0.4
     assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.7}) == 4  # +0.2: under the margin
     assert choose({1: 39.0, 2: 40.9, 4: 40.5, 10: 40.4}) == 2
+
+
+def test_a_report_writes_what_it_printed_beside_its_record(tmp_path, capsys):
+    from transformer_lib.benchmarks import Report
+
+    report = Report()
+    report.say("a table")
+    report.say()
+    report.say("chosen: 4")
+    report.write(tmp_path / "record.json", {"device": "cpu"}, [{"n": 4}], chosen=4)
+    assert capsys.readouterr().out == "a table\n\nchosen: 4\n"
+    assert (tmp_path / "record.txt").read_text(encoding="utf-8") == "a table\n\nchosen: 4\n"
+    assert json.loads((tmp_path / "record.json").read_text(encoding="utf-8")) == {
+        "environment": {"device": "cpu"},
+        "chosen": 4,
+        "rows": [{"n": 4}],
+    }

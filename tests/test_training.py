@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
-from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint
+from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint, step_of
 from transformer_lib.checkpoint import snapshots as snapshot_files
 from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import (
@@ -184,6 +184,7 @@ def test_keep_last_keeps_the_newest_weights_and_averaging_is_their_mean(tmp_path
     trainer.train()
     kept = kept_weights(tmp_path)
     assert [p.name for p in kept] == [f"weights-step{s:07d}.pt" for s in (4, 6, 8)]
+    assert [step_of(p) for p in kept] == [4, 6, 8]
     states = [load_checkpoint(p)["model"] for p in kept]
     averaged = average_checkpoints(kept)
     name = "encoder.layers.0.feed_forward.linear1.weight"

@@ -41,6 +41,11 @@ def weights_path(run_dir: str | os.PathLike, step: int) -> Path:
     return Path(run_dir) / f"weights-step{step:07d}.pt"
 
 
+def step_of(path: str | os.PathLike) -> int:
+    """The step of a kept weights file, from its name (``weights-step0000100.pt``: 100)."""
+    return int(Path(path).stem.removeprefix("weights-step"))
+
+
 def snapshot_path(run_dir: str | os.PathLike, minutes: float) -> Path:
     """Where a run saves its model after ``minutes`` of training (``snapshot-005min.pt``, ``snapshot-2.5min.pt``)."""
     return Path(run_dir) / f"snapshot-{minutes:03g}min.pt"

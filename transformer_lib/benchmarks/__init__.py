@@ -18,6 +18,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -50,3 +51,19 @@ def provenance(env: dict) -> dict:
 def write_record(path: str | os.PathLike, env: dict, rows: list[dict], **extra) -> None:
     """A benchmark's record: its environment, any ``extra`` entries and its rows, as JSON."""
     write_text(path, json.dumps({"environment": env, **extra, "rows": rows}, indent=2) + "\n")
+
+
+class Report:
+    """A benchmark's printed table, kept so that it is also written beside the JSON record (``.txt``)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def say(self, line: str = "") -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def write(self, path: Path, env: dict, rows: list[dict], **extra) -> None:
+        """The record at ``path`` (JSON, see :func:`write_record`) and the printed lines beside it."""
+        write_record(path, env, rows, **extra)
+        write_text(path.with_suffix(".txt"), "\n".join(self.lines) + "\n")

@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer_lib.benchmarks import provenance, write_record
+from transformer_lib.benchmarks import Report, provenance
 from transformer_lib.data import load_multi30k
-from transformer_lib.files import sha256_of, write_text
+from transformer_lib.files import sha256_of
 from transformer_lib.utils import environment
 from transformer_lib.web.export import OnnxTranslator, cached_export
 
@@ -73,12 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     env = environment(torch.device("cpu"))
-    lines: list[str] = []  # printed, and the text record the translator page shows
-
-    def say(line: str = "") -> None:
-        print(line)
-        lines.append(line)
-
+    report = Report()  # printed, and the text record the translator page shows
+    say = report.say
     say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; greedy, one sentence at a time")
     say()
     rows = []
@@ -128,8 +124,7 @@ def main(argv: list[str] | None = None) -> None:
             say(f"        -> {item['translation'][:72]}")
         say()
     if args.json:
-        write_record(args.json, env, rows)
-        write_text(args.json.with_suffix(".txt"), "\n".join(lines))
+        report.write(args.json, env, rows)
 
 
 if __name__ == "__main__":

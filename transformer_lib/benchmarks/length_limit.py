@@ -28,10 +28,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer_lib.benchmarks import provenance, write_record
+from transformer_lib.benchmarks import Report, provenance
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import DecodeConfig, length_limits
-from transformer_lib.files import write_text
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import decoder, load_model, translate_in_batches
 from transformer_lib.utils import environment
@@ -63,12 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write the record to this file")
     args = parser.parse_args(argv)
     env = environment(torch.device("cpu"))
-    lines: list[str] = []
-
-    def say(line: str = "") -> None:
-        print(line)
-        lines.append(line)
-
+    report = Report()
+    say = report.say
     say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}")
     say("cased sacreBLEU (lowercased tokenized BLEU); changed: translations that differ from those under + 50")
     rows = []
@@ -103,8 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     say()
     say(f"chosen: + {chosen}, one step looser than the smallest that lowers no score")
     if args.json:
-        write_record(args.json, env, rows, chosen=chosen)
-        write_text(args.json.with_suffix(".txt"), "\n".join(lines))
+        report.write(args.json, env, rows, chosen=chosen)
 
 
 def choose(rows: list[dict]) -> int:

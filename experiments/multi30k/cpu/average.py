@@ -20,10 +20,9 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.benchmarks import provenance, write_record
-from transformer_lib.checkpoint import AVERAGED, average_checkpoints, kept_weights
+from transformer_lib.benchmarks import Report, provenance
+from transformer_lib.checkpoint import AVERAGED, average_checkpoints, kept_weights, step_of
 from transformer_lib.decoding import DecodeConfig
-from transformer_lib.files import write_text
 from transformer_lib.translation import evaluate_split, load_model
 from transformer_lib.utils import environment
 
@@ -50,25 +49,24 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{args.run} is not a finished run with {max(WINDOWS)} kept checkpoints (training.keep_last)")
     env = environment(CPU)
     model, tokenizer, meta = load_model(args.run / AVERAGED, CPU)
-    decoding = DecodeConfig(**meta["decoding"]) if "decoding" in meta else DecodeConfig()
-    lines = [f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; run {args.run.name}"]
-    lines.append(f"val, beam {decoding.beam_size}, alpha {decoding.alpha}: the mean of the last N checkpoints")
-    lines.append(f"{'N':>3} {'updates':>13} {'sacreBLEU':>10} {'BLEU tok.lc':>12}")
+    decoding = DecodeConfig(**meta["decoding"])
+    report = Report()
+    report.say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; run {args.run.name}")
+    report.say(f"val, beam {decoding.beam_size}, alpha {decoding.alpha}: the mean of the last N checkpoints")
+    report.say(f"{'N':>3} {'updates':>13} {'sacreBLEU':>10} {'BLEU tok.lc':>12}")
     rows, val = [], {}
     for n in WINDOWS:
         model.load_state_dict(average_checkpoints(weights[-n:]))
         scores = evaluate_split(model, tokenizer, meta, "val", decoding, CPU, args.limit)
         scores.pop("hypotheses")
-        first, last = (int(p.stem.removeprefix("weights-step")) for p in (weights[-n], weights[-1]))
+        first, last = step_of(weights[-n]), step_of(weights[-1])
         rows.append({**provenance(env), "run": args.run.name, "window": n, "first": first, "last": last, **scores})
         val[n] = scores["sacrebleu_cased"]
-        lines.append(f"{n:3d} {first:>6,}-{last:<6,} {val[n]:10.2f} {scores['bleu_tokenized_lowercase']:12.2f}")
+        report.say(f"{n:3d} {first:>6,}-{last:<6,} {val[n]:10.2f} {scores['bleu_tokenized_lowercase']:12.2f}")
     chosen = choose(val)
-    lines.append(f"chosen: the last {chosen} (a window must gain >= {MARGIN} over the recipe's {RECIPE})")
-    print("\n".join(lines))
+    report.say(f"chosen: the last {chosen} (a window must gain >= {MARGIN} over the recipe's {RECIPE})")
     if args.json:
-        write_record(args.json, env, rows, chosen=chosen, margin=MARGIN)
-        write_text(args.json.with_suffix(".txt"), "\n".join(lines) + "\n")
+        report.write(args.json, env, rows, chosen=chosen, margin=MARGIN)
 
 
 if __name__ == "__main__":

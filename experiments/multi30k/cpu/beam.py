@@ -24,9 +24,9 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.benchmarks import provenance, write_record
+from transformer_lib.benchmarks import Report, provenance
+from transformer_lib.checkpoint import AVERAGED
 from transformer_lib.decoding import DecodeConfig
-from transformer_lib.files import write_text
 from transformer_lib.translation import evaluate_split, load_model
 from transformer_lib.utils import environment
 
@@ -46,21 +46,17 @@ def choose(val: dict[tuple[int, float], list[float]]) -> tuple[int, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", type=Path, nargs="+", help="run folders, each with checkpoint_averaged.pt")
+    parser.add_argument("runs", type=Path, nargs="+", help=f"run folders, each with {AVERAGED}")
     parser.add_argument("--limit", type=int, help="only the first N sentences (a quick check)")
     parser.add_argument("--json", type=Path, help="write the record to this file")
     args = parser.parse_args(argv)
-    missing = [str(run) for run in args.runs if not (run / "checkpoint_averaged.pt").is_file()]
+    missing = [str(run) for run in args.runs if not (run / AVERAGED).is_file()]
     if missing:
-        parser.error(f"no checkpoint_averaged.pt in {', '.join(missing)}: give the folders of finished runs")
+        parser.error(f"no {AVERAGED} in {', '.join(missing)}: give the folders of finished runs")
     env = environment(CPU)
-    lines: list[str] = []
-
-    def say(line: str = "") -> None:
-        print(line)
-        lines.append(line)
-
-    models = {run.name: load_model(run / "checkpoint_averaged.pt", CPU) for run in args.runs}
+    report = Report()
+    say = report.say
+    models = {run.name: load_model(run / AVERAGED, CPU) for run in args.runs}
     say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; {len(models)} models")
     say(f"val cased sacreBLEU of each run's averaged model; the mean's gain over beam {RECIPE[0]}, alpha {RECIPE[1]}")
     say(f"{'beam':>4} {'alpha':>5} " + " ".join(f"{name:>14}" for name in models) + f" {'mean':>6} {'gain':>6}")
@@ -96,8 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         seconds = time.perf_counter() - start
         say(f"  beam {beam}, alpha {alpha}: {cells}; mean {statistics.mean(tests):.2f} ({seconds:.0f} s)")
     if args.json:
-        write_record(args.json, env, rows, chosen={"beam_size": chosen[0], "alpha": chosen[1]}, margin=MARGIN)
-        write_text(args.json.with_suffix(".txt"), "\n".join(lines) + "\n")
+        report.write(args.json, env, rows, chosen={"beam_size": chosen[0], "alpha": chosen[1]}, margin=MARGIN)
 
 
 if __name__ == "__main__":

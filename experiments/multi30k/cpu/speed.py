@@ -34,10 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from transformer_lib.batching import encode_pairs
-from transformer_lib.benchmarks import median_seconds, provenance, write_record  # the helpers every record uses
+from transformer_lib.benchmarks import Report, median_seconds, provenance  # the helpers every record uses
 from transformer_lib.cli.config import load_config
 from transformer_lib.data import load_pairs
-from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tasks import TranslationTask
@@ -89,12 +88,8 @@ def main(argv: list[str] | None = None) -> None:
     config = load_config(args.config)
     data, task_config = config["data"], config["task"]
     env = environment(CPU)
-    lines: list[str] = []
-
-    def say(line: str = "") -> None:
-        print(line, flush=True)
-        lines.append(line)
-
+    report = Report()
+    say = report.say
     pairs = load_pairs("train", data.src, data.tgt)
     tokenizer = Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size, data.tokenizer)
     task = TranslationTask(encode_pairs(pairs, tokenizer), [], task_config.max_tokens, task_config.label_smoothing)
@@ -135,8 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         detail = ", ".join(f"{part} {ms:.0f}" for part, ms in parts[name].items())
         say(f"  {name}: {detail} ms: {total:.0f} ms, {100 * total / step_ms:.0f} % of that step")
     if args.json:
-        write_record(args.json, env, rows, output_layer_ms=parts, step_ms=round(step_ms, 1), target_tokens=tokens)
-        write_text(args.json.with_suffix(".txt"), "\n".join(lines) + "\n")
+        report.write(args.json, env, rows, output_layer_ms=parts, step_ms=round(step_ms, 1), target_tokens=tokens)
 
 
 if __name__ == "__main__":
