@@ -3,7 +3,7 @@
 // the encoder and decoder. The model and its files are the translator page's (translator.js).
 
 import { showExamples } from "./examples.js";
-import { Translator, argmax, probability } from "./translator.js";
+import { Translator, argmax, confidenceOf, probability } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_SOURCE = 100; // tokens: each step reads the whole prefix, so a paragraph would crawl
@@ -287,7 +287,7 @@ function drawConfidence() {
     line.classList.remove("translator-warning");
     return;
   }
-  const confidence = taken.reduce((a, b) => a + b, 0) / taken.length;
+  const confidence = confidenceOf(taken);
   const threshold = model.info.confidence_threshold;
   const low = finished() && confidence < threshold;
   line.textContent = `Confidence ${finished() ? "" : "so far "}${confidence.toFixed(2)}: the mean probability ` +

@@ -159,10 +159,15 @@ export class Translator {
       ids,
       attention, // (1, layers, heads, len(ids), len(srcIds))
       finished,
-      confidence: chosen.length ? chosen.reduce((a, b) => a + b, 0) / chosen.length : 0,
+      confidence: confidenceOf(chosen),
       ms: performance.now() - start,
     };
   }
+}
+
+// The translator's confidence: the mean probability the model gave the tokens it chose (0 for none).
+export function confidenceOf(probabilities) {
+  return probabilities.length ? probabilities.reduce((a, b) => a + b, 0) / probabilities.length : 0;
 }
 
 // softmax(logits)[index], in double precision (never-generated tokens are -Infinity: weight 0).
