@@ -109,6 +109,9 @@ def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
     assert choose({(5, 0.6): recipe, (8, 1.0): [40.1, 41.1, 40.6]}) == (5, 0.6)  # +0.1: under the margin
     assert choose({(5, 0.6): recipe, (8, 1.0): [41.5, 41.5, 40.4]}) == (5, 0.6)  # one model lost
     assert choose({(5, 0.6): recipe, (3, 1.0): [40.5, 41.5, 41.0], (8, 1.0): [40.3, 41.2, 40.8]}) == (3, 1.0)
+    grid = {(5, 0.6): [40.1, 41.1, 40.6], (5, 1.4): recipe}  # another recipe, alpha 1.4, and 0.6 better by 0.1
+    assert choose(grid, recipe=(5, 1.4)) == (5, 1.4)  # under the margin: the recipe's own stays
+    assert choose({**grid, (5, 2.2): [40.3, 41.2, 40.8]}, recipe=(5, 1.4)) == (5, 2.2)
 
 
 def test_length_limit_counts_the_translations_that_reached_it():

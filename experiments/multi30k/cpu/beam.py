@@ -1,18 +1,18 @@
 """Beam size and length penalty of the CPU recipe, chosen on val from its seeds' models (issue 47).
 
     python experiments/multi30k/cpu/beam.py runs/cpu_seeds/de_en-seed* [--limit N]
-        [--json results/multi30k/cpu/beam/de_en.json]
+        [--json results/multi30k/cpu/beam/de_en.json] [--beams 5 8] [--alphas 0.6 1.4 1.8] [--recipe 5 1.4]
 
 The recipe decodes with beam 5 and length penalty alpha 0.6 (the GPU recipe's, never tuned for
 the CPU's smaller, less trained models). This decodes ``val`` with each run's averaged model
 (``checkpoint_averaged.pt``, which ``train`` writes and the records do not keep) for every
-``(beam, alpha)`` of the grid. The comparison is paired: every setting decodes the same models, so
-a seed's luck is in every column alike.
+``(beam, alpha)`` of the grid (``--beams`` by ``--alphas``; by default the first grid, below). The
+comparison is paired: every setting decodes the same models, so a seed's luck is in every column alike.
 
 The rule, fixed before measuring: the setting with the highest mean val sacreBLEU replaces the
-recipe's if it beats it by at least ``MARGIN`` in the mean and on every seed's model; otherwise the
-recipe keeps beam 5 and alpha 0.6. The test set is decoded only under the recipe's setting and the
-chosen one, and reported, never used to choose.
+recipe's (``--recipe``, by default beam 5 and alpha 0.6) if it beats it by at least ``MARGIN`` in the
+mean and on every seed's model; otherwise the recipe keeps its own. The test set is decoded only
+under the recipe's setting and the chosen one, and reported, never used to choose.
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ MARGIN = 0.2  # sacreBLEU points on val
 CPU = torch.device("cpu")
 
 
-def choose(val: dict[tuple[int, float], list[float]]) -> tuple[int, float]:
+def choose(val: dict[tuple[int, float], list[float]], recipe: tuple[int, float] = RECIPE) -> tuple[int, float]:
     """The rule of this module's docstring: ``val`` maps (beam, alpha) to each seed's val score."""
     best = max(val, key=lambda setting: statistics.mean(val[setting]))
-    gains = [a - b for a, b in zip(val[best], val[RECIPE], strict=True)]
-    return best if statistics.mean(gains) >= MARGIN and min(gains) > 0 else RECIPE
+    gains = [a - b for a, b in zip(val[best], val[recipe], strict=True)]
+    return best if statistics.mean(gains) >= MARGIN and min(gains) > 0 else recipe
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,7 +49,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", type=Path, nargs="+", help=f"run folders, each with {AVERAGED}")
     parser.add_argument("--limit", type=int, help="only the first N sentences (a quick check)")
     parser.add_argument("--json", type=Path, help="write the record to this file")
+    parser.add_argument("--beams", type=int, nargs="+", default=list(BEAMS), help="beam sizes of the grid")
+    parser.add_argument("--alphas", type=float, nargs="+", default=list(ALPHAS), help="length penalties of the grid")
+    parser.add_argument("--recipe", nargs=2, type=float, default=list(RECIPE), metavar=("BEAM", "ALPHA"))
     args = parser.parse_args(argv)
+    recipe = int(args.recipe[0]), args.recipe[1]
+    if recipe[0] not in args.beams or recipe[1] not in args.alphas:
+        parser.error(f"the recipe, beam {recipe[0]} alpha {recipe[1]}, must be in the grid it is compared with")
     missing = [str(run) for run in args.runs if not (run / AVERAGED).is_file()]
     if missing:
         parser.error(f"no {AVERAGED} in {', '.join(missing)}: give the folders of finished runs")
@@ -58,11 +64,11 @@ def main(argv: list[str] | None = None) -> None:
     say = report.say
     models = {run.name: load_model(run / AVERAGED, CPU) for run in args.runs}
     say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; {len(models)} models")
-    say(f"val cased sacreBLEU of each run's averaged model; the mean's gain over beam {RECIPE[0]}, alpha {RECIPE[1]}")
+    say(f"val cased sacreBLEU of each run's averaged model; the mean's gain over beam {recipe[0]}, alpha {recipe[1]}")
     say(f"{'beam':>4} {'alpha':>5} " + " ".join(f"{name:>14}" for name in models) + f" {'mean':>6} {'gain':>6}")
     rows, val = [], {}
-    for beam in BEAMS:
-        for alpha in ALPHAS:
+    for beam in args.beams:
+        for alpha in args.alphas:
             decoding = DecodeConfig(beam_size=beam, alpha=alpha)
             val[beam, alpha] = []
             for name, (model, tokenizer, meta) in models.items():
@@ -71,14 +77,14 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append({**provenance(env), "run": name, **scores})
                 val[beam, alpha].append(scores["sacrebleu_cased"])
     for (beam, alpha), scores in val.items():
-        gain = statistics.mean(scores) - statistics.mean(val[RECIPE])
+        gain = statistics.mean(scores) - statistics.mean(val[recipe])
         cells = " ".join(f"{score:14.2f}" for score in scores)
         say(f"{beam:4d} {alpha:5.1f} {cells} {statistics.mean(scores):6.2f} {gain:+6.2f}")
-    chosen = choose(val)
+    chosen = choose(val, recipe)
     say()
     say(f"chosen: beam {chosen[0]}, alpha {chosen[1]} (a setting must gain >= {MARGIN} in the mean and on every model)")
     say("test_2016_flickr (reported, not used to choose):")
-    for beam, alpha in dict.fromkeys([RECIPE, chosen]):
+    for beam, alpha in dict.fromkeys([recipe, chosen]):
         start = time.perf_counter()
         tests = []
         for name, (model, tokenizer, meta) in models.items():
@@ -92,7 +98,14 @@ def main(argv: list[str] | None = None) -> None:
         seconds = time.perf_counter() - start
         say(f"  beam {beam}, alpha {alpha}: {cells}; mean {statistics.mean(tests):.2f} ({seconds:.0f} s)")
     if args.json:
-        report.write(args.json, env, rows, chosen={"beam_size": chosen[0], "alpha": chosen[1]}, margin=MARGIN)
+        report.write(
+            args.json,
+            env,
+            rows,
+            chosen={"beam_size": chosen[0], "alpha": chosen[1]},
+            recipe={"beam_size": recipe[0], "alpha": recipe[1]},
+            margin=MARGIN,
+        )
 
 
 if __name__ == "__main__":
