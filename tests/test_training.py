@@ -64,10 +64,11 @@ def test_schedule_values_at_known_steps():
 
 
 def test_time_linear_schedule_values():
-    """The paper's warm-up, then a straight line from its peak to 0 at the budget's end."""
+    """The paper's warm-up times a straight line from 1 at the start to 0 at the budget's end."""
     peak = 128**-0.5 * 800**-0.5 * 1.2
     assert time_linear_lr(400, 0.0, 1200.0, 128, 800, 1.2) == pytest.approx(peak / 2)  # warming up
     assert time_linear_lr(800, 0.0, 1200.0, 128, 800, 1.2) == pytest.approx(peak)
+    assert time_linear_lr(800, 300.0, 1200.0, 128, 800, 1.2) == pytest.approx(0.75 * peak)  # a warm-up of 5 minutes
     assert time_linear_lr(3000, 300.0, 1200.0, 128, 800, 1.2) == pytest.approx(0.75 * peak)  # no 1/sqrt(step)
     assert time_linear_lr(3000, 1200.0, 1200.0, 128, 800, 1.2) == 0.0
     assert time_linear_lr(3000, 1300.0, 1200.0, 128, 800, 1.2) == 0.0  # past the budget: never negative

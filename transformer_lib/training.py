@@ -59,10 +59,11 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
 
 
 def time_linear_lr(step: int, seconds: float, budget: float, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """The paper's warm-up to its peak, then a fall in a straight line to 0 at ``budget`` seconds of training.
+    """The paper's linear warm-up times a line that falls from 1 at the start to 0 at ``budget`` seconds.
 
     For a run that stops on time (``max_minutes``): the paper's 1/sqrt(step) still has half its peak
-    when a 20-minute run ends, while small steps at the end are what lets a model settle.
+    when a 20-minute run ends. The line falls from the first second, so the warm-up ends below the
+    paper's peak by the share of the budget it took (a warm-up of 5 of 20 minutes: 0.75 of it).
     """
     return noam_lr(min(step, warmup), d_model, warmup, factor) * max(0.0, 1.0 - seconds / budget)
 
@@ -110,7 +111,7 @@ class TrainConfig:
     snapshot_minutes: tuple[float, ...] = ()  # also save the model at these minutes of training: a curve
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup: int = 4000
-    schedule: str = "noam"  # noam: the paper's; time_linear: its warm-up, then linear to 0 at max_minutes
+    schedule: str = "noam"  # noam: the paper's; time_linear: its warm-up times a line to 0 at max_minutes
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
