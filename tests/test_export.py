@@ -208,3 +208,31 @@ def test_the_self_attention_of_encoder_and_decoder_equal_pytorchs(pytorch, mirro
     np.testing.assert_allclose(decoder_weights, expected_decoder.numpy(), atol=WEIGHT_TOLERANCE)
     assert decoder_weights.shape == (4, model.config.n_layers, model.config.n_heads, 7, 7)
     assert (np.triu(decoder_weights, k=1) == 0).all() and np.allclose(decoder_weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_a_model_with_rotary_positions_exports_and_computes_what_pytorch_does(tmp_path, mirror):
+    """The CPU recipes rotate queries and keys instead of adding sinusoids (issue 47): a reader's own
+    model must export too. Lesson 11's weights under ``positional: rotary`` (not what they were
+    trained with, which does not matter here): ONNX Runtime's logits and greedy outputs are PyTorch's."""
+    state = torch.load(DE_EN, weights_only=True)
+    state["model_config"] = {**state["model_config"], "positional": "rotary"}
+    checkpoint = tmp_path / "rotary.pt"
+    torch.save(state, checkpoint)
+    model, tokenizer, _ = load_model(checkpoint, torch.device("cpu"))
+    assert all(layer.self_attn.rotary for layer in (*model.encoder.layers, *model.decoder.layers))
+    exported = OnnxTranslator(export_onnx(checkpoint, tmp_path / "onnx", "fp32"))
+    sources = load_multi30k("test_2016_flickr", "de")[:8]
+    src = pad_ids(tokenizer.encode_batch(sources, eos=True))
+    targets = tokenizer.encode_batch(load_multi30k("test_2016_flickr", "en")[:8], bos=True)
+    tgt = torch.tensor([ids[:6] for ids in targets])  # (batch, 6): a prefix of each reference
+    with torch.no_grad():
+        memory, src_mask = model.encode(src)
+        expected = model.decode(tgt, memory, src_mask)[:, -1]  # (batch, vocab)
+    logits, _ = exported.next_logits(tgt, exported.encode(src), src)
+    np.testing.assert_allclose(logits.numpy(), expected.numpy(), atol=LOGIT_TOLERANCE)
+    with_sinusoids = load_model(DE_EN, torch.device("cpu"))[0]
+    with torch.no_grad():  # the check can fail: the same weights with sinusoids compute other logits
+        other = with_sinusoids.float().decode(tgt, *with_sinusoids.float().encode(src))[:, -1]
+    assert (other - expected).abs().max() > 100 * LOGIT_TOLERANCE
+    greedy = translate_sentences(model, tokenizer, sources, DecodeConfig(beam_size=1), torch.device("cpu"))
+    assert exported.translate(sources) == greedy

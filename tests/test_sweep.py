@@ -114,6 +114,28 @@ def test_a_sweep_trains_side_by_side_and_packs_its_records_without_checkpoints(m
     assert no_threads.returncode == 2 and no_threads.stderr.strip() == "error: --threads must be at least 1, got 0"
 
 
+def test_runs_trains_some_of_a_files_runs_and_the_rest_join_its_record(mirror, tmp_path):
+    """A stopped sweep goes on with --runs into the same --out; sweep.json keeps the file's order."""
+    file = write(
+        tmp_path / "s.yaml",
+        {
+            "common": {"training": {"max_steps": 2}, "evaluation": {"limit": 5}},
+            "runs": {"a": {"config": "smoke"}, "b": {"config": "smoke"}, "c": {"config": "smoke"}},
+        },
+    )
+    out = tmp_path / "sweep"
+    command = [sys.executable, "-m", "transformer_lib", "sweep", file, "--out", str(out), "--device", "cpu"]
+    typo = subprocess.run([*command, "--runs", "c", "d"], capture_output=True, text=True)
+    assert typo.returncode == 2 and typo.stderr.strip() == f"error: --runs: no run 'd' in {file}; its runs: a, b, c"
+    assert not out.exists()  # nothing written before the check
+    for runs in (["c"], ["a"]):
+        result = subprocess.run([*command, "--runs", *runs], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["a", "c", "configs", "logs", "sweep.json"]
+    summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
+    assert list(summary) == ["a", "c"] and all(run["scores"]["steps"] == 2 for run in summary.values())
+
+
 def test_max_minutes_ends_training_as_max_steps_does(tmp_path):
     class Task:
         def train_batches(self, epoch):

@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=8, help="runs trained at the same time (default 8)")
     p.add_argument("--threads", type=int, default=1, help="CPU threads per run (default 1; a CPU sweep: the cores)")
     p.add_argument("--archive", help="also pack the records into this .tar.gz (no checkpoints)")
+    p.add_argument("--runs", nargs="+", metavar="NAME", help="train only these runs of the file (default: all)")
     p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
     p.add_argument("folder")
     p.add_argument("archive")

@@ -323,7 +323,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         if getattr(args, flag) < 1:
             raise InvalidValue(f"--{flag} must be at least 1, got {getattr(args, flag)}")
     _device(args.device)  # here, once, rather than in every run's process after they have started
-    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads)
+    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads, only=args.runs)
     print(sweep.table(summary))
     if args.archive:
         print(f"packed into {sweep.pack(args.out, args.archive)}")

@@ -11,7 +11,9 @@ separate processes, each in its own run folder. A sweep file is YAML::
         model: {d_model: 128}           # then any sections, merged over it and over common
 
 Every run's config is written to ``<out>/configs/<name>.yaml`` and checked before the first
-process starts, so a typo fails at once, not after minutes of GPU time. :func:`pack` puts a
+process starts, so a typo fails at once, not after minutes of GPU time. ``only`` (the command's
+``--runs``) trains some of a file's runs: the rest of a stopped sweep into the same ``--out``, whose
+``sweep.json`` then gains them, or the one run a lent machine has time for. :func:`pack` puts a
 sweep's records (configs, environments, metrics, logs, scores, hypotheses, exported half-precision
 models) into one ``.tar.gz`` and leaves out the checkpoints.
 """
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
@@ -54,8 +57,9 @@ def _read_mapping(path: Path) -> dict:
     return raw
 
 
-def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Path]:
-    """Write and check every run's config; returns run name -> config path, in the file's order."""
+def plan(sweep_file: str | os.PathLike, out: str | os.PathLike, only: Sequence[str] | None = None) -> dict[str, Path]:
+    """Write and check every run's config (or those of the runs named in ``only``); returns run
+    name -> config path, in the file's order."""
     sweep_file, out = Path(sweep_file), Path(out)
     if not sweep_file.is_file():
         raise MissingFile(f"no sweep file {sweep_file}")
@@ -63,11 +67,17 @@ def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Pat
     unknown = sorted(set(raw) - {"common", "runs"})
     if unknown or not isinstance(raw.get("runs"), dict) or not raw["runs"]:
         raise InvalidValue(f"{sweep_file} must hold 'runs' (a mapping of run names) and optionally 'common'")
+    runs = {str(name): run for name, run in raw["runs"].items()}
+    missing = [name for name in only or () if name not in runs]
+    if missing:
+        raise InvalidValue(f"--runs: no run {missing[0]!r} in {sweep_file}; its runs: {', '.join(runs)}")
+    if only is not None:
+        runs = {name: run for name, run in runs.items() if name in only}
     configs = {}
-    for name, run in raw["runs"].items():
+    for name, run in runs.items():
         if not isinstance(run, dict) or "config" not in run:
             raise InvalidValue(f"run {name!r} in {sweep_file} needs a 'config' to start from")
-        if not re.fullmatch(r"[A-Za-z0-9._-]+", str(name)):
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
             raise InvalidValue(f"run name {name!r}: use letters, digits, '-', '_' and '.' only (it names a folder)")
         try:
             base = _read_mapping(config_path(run["config"]))
@@ -83,7 +93,7 @@ def plan(sweep_file: str | os.PathLike, out: str | os.PathLike) -> dict[str, Pat
             load_config(str(path))
         except InvalidValue as exc:
             raise InvalidValue(f"run {name!r}: {exc}") from None
-        configs[str(name)] = path
+        configs[name] = path
     return configs
 
 
@@ -94,16 +104,17 @@ def run_sweep(
     device: str = "auto",
     poll: float = 2.0,
     threads: int = 1,
+    only: Sequence[str] | None = None,
 ) -> dict:
     """Train every run of ``sweep_file`` as its own process, at most ``jobs`` at a time.
 
     Each process gets ``threads`` CPU threads (one is enough to feed a GPU; a CPU sweep of one
     job at a time gives it every core) and writes its output to ``<out>/logs/<name>.txt``. A run
     that fails does not stop the others. Returns (and writes to ``<out>/sweep.json``) each
-    run's exit code, wall time and final scores.
+    run's exit code, wall time and final scores; runs an earlier call recorded there stay in it.
     """
     out = Path(out)
-    configs = plan(sweep_file, out)
+    configs = plan(sweep_file, out, only)
     for name in configs:
         if (out / name / "config.yaml").exists():
             raise InvalidValue(f"{out / name} already holds a run: choose another --out")
@@ -131,9 +142,12 @@ def run_sweep(
             seconds = round(time.perf_counter() - began, 1)
             summary[name] = {"returncode": process.returncode, "seconds": seconds, "scores": scores}
             print(f"[{time.perf_counter() - start:6.0f} s] {name} finished: exit {process.returncode}", flush=True)
-    summary = {name: summary[name] for name in configs}  # the sweep file's order
-    write_text(out / "sweep.json", json.dumps(summary, indent=2) + "\n")
-    return summary
+    record = out / "sweep.json"
+    earlier = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
+    order = [str(name) for name in _read_mapping(Path(sweep_file))["runs"]]  # the sweep file's order
+    summary = {name: summary.get(name, earlier.get(name)) for name in order if name in summary or name in earlier}
+    write_text(record, json.dumps(summary, indent=2) + "\n")
+    return {name: summary[name] for name in configs}
 
 
 def table(summary: dict, split: str = "val") -> str:
