@@ -17,7 +17,9 @@ machine that slows down during the run slows every variant alike. At equal model
   on a CPU (token batches change shape every step);
 * ``bf16``: autocast to bf16 on the CPU (fast only where the CPU has bf16 instructions);
 
-and, to price one part, ``no-dropout`` (dropout 0: another recipe, not a speed-up of this one).
+and, to price one part, ``no-dropout`` (dropout 0: another recipe, not a speed-up of this one), and
+the recipe with each position encoding, ``sinusoidal`` (added to the embeddings) and ``rotary``
+(queries and keys rotated in self-attention).
 Then the output layer's parts alone, at the recipe's batch of target tokens: the projection to the
 vocabulary (forward, and the two matmuls of its backward) and log-softmax (forward and backward),
 in fp32 and in bf16, against the whole step's time.
@@ -44,7 +46,7 @@ from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer
 from transformer_lib.utils import environment
 
-VARIANTS = ("fp32", "fp32+compile", "bf16", "no-dropout")
+VARIANTS = ("fp32", "fp32+compile", "bf16", "no-dropout", "sinusoidal", "rotary")
 CPU = torch.device("cpu")
 
 
@@ -53,6 +55,8 @@ def make_trainer(config: dict, task: TranslationTask, variant: str) -> Trainer:
     model_config = config["model"]
     if variant == "no-dropout":
         model_config = dataclasses.replace(model_config, dropout=0.0)
+    if variant in ("sinusoidal", "rotary"):
+        model_config = dataclasses.replace(model_config, positional=variant)
     torch.manual_seed(config["training"].seed)
     recipe = dataclasses.replace(config["training"], progress=False, max_minutes=None, snapshot_minutes=())
     trainer = Trainer(Transformer(model_config), task, recipe, device=CPU)
