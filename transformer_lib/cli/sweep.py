@@ -58,8 +58,8 @@ def _read_mapping(path: Path) -> dict:
 
 
 def plan(sweep_file: str | os.PathLike, out: str | os.PathLike, only: Sequence[str] | None = None) -> dict[str, Path]:
-    """Write and check every run's config (or those of the runs named in ``only``); returns run
-    name -> config path, in the file's order."""
+    """Write and check every run's config, once every name in ``only`` is known to be a run of the
+    file; returns run name -> config path, in the file's order."""
     sweep_file, out = Path(sweep_file), Path(out)
     if not sweep_file.is_file():
         raise MissingFile(f"no sweep file {sweep_file}")
@@ -71,8 +71,6 @@ def plan(sweep_file: str | os.PathLike, out: str | os.PathLike, only: Sequence[s
     missing = [name for name in only or () if name not in runs]
     if missing:
         raise InvalidValue(f"--runs: no run {missing[0]!r} in {sweep_file}; its runs: {', '.join(runs)}")
-    if only is not None:
-        runs = {name: run for name, run in runs.items() if name in only}
     configs = {}
     for name, run in runs.items():
         if not isinstance(run, dict) or "config" not in run:
@@ -114,7 +112,8 @@ def run_sweep(
     run's exit code, wall time and final scores; runs an earlier call recorded there stay in it.
     """
     out = Path(out)
-    configs = plan(sweep_file, out, only)
+    order = plan(sweep_file, out, only)  # every run's config, in the file's order, even of runs not in ``only``
+    configs = {name: path for name, path in order.items() if only is None or name in only}
     for name in configs:
         if (out / name / "config.yaml").exists():
             raise InvalidValue(f"{out / name} already holds a run: choose another --out")
@@ -144,7 +143,6 @@ def run_sweep(
             print(f"[{time.perf_counter() - start:6.0f} s] {name} finished: exit {process.returncode}", flush=True)
     record = out / "sweep.json"
     earlier = json.loads(record.read_text(encoding="utf-8")) if record.exists() else {}
-    order = [str(name) for name in _read_mapping(Path(sweep_file))["runs"]]  # the sweep file's order
     summary = {name: summary.get(name, earlier.get(name)) for name in order if name in summary or name in earlier}
     write_text(record, json.dumps(summary, indent=2) + "\n")
     return {name: summary[name] for name in configs}
