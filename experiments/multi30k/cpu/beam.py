@@ -18,6 +18,12 @@ The second grid (attempt 5, ``*_alpha.json``): every alpha above 0.6 won in the 
 edge, so ``--beams 5 8 --alphas 0.6 1.4 1.8 2.2 2.6`` with each direction's recipe (German→English beam
 5 alpha 0.6, English→German beam 5 alpha 1.4). Predicted before it ran: the best alpha is 1.8 or 2.2,
 German→English gains 0.3 to 0.6 and now on every model, English→German gains under 0.2 over its 1.4.
+
+The third grid (attempt 12, ``*_rotary.json``): the same choice for the rotary seeds' models
+(``runs/cpu_seeds_rotary/de_en-rotary-seed*``, ``runs/cpu_seeds_rotary_en_de/en_de-rotary-seed*``),
+``--beams 5 8 --alphas 0.6 1.0 1.4 1.8``, each direction against its recipe's setting. Predicted
+before it ran: German→English's best is alpha 1.0 or 1.4, 0.2 to 0.4 above 0.6 (1.4 gained 0.28 with
+the sinusoidal models, not on every model); English→German keeps 1.4 (no setting 0.2 above it).
 """
 
 from __future__ import annotations
