@@ -12,7 +12,7 @@ import yaml
 
 from transformer_lib import checkpoint
 from transformer_lib.cli import sweep
-from transformer_lib.cli.config import load_config
+from transformer_lib.cli.config import load_config, resolved_config
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import moses_bleu, sacrebleu_score
 from transformer_lib.model import Transformer, TransformerConfig
@@ -53,6 +53,33 @@ def test_every_committed_experiment_is_a_valid_sweep_or_run_config(path, tmp_pat
         assert configs and all(p.is_file() for p in configs.values())
     else:
         load_config(path)
+
+
+# Each CPU sweep file of issues 35 and 47 and the results folder that holds its runs' records.
+CPU_RECORDS = {
+    "curve": "",
+    "seeds": "seeds",
+    "seeds_en_de": "seeds_en_de",
+    "dropout0": "tuning/dropout0",
+    "average10": "tuning/average10",
+    "time_linear": "tuning/time_linear",
+    "screen": "screen",
+    "screen_en_de": "screen_en_de",
+    "seeds_rotary": "seeds_rotary",
+    "seeds_rotary_en_de": "seeds_rotary_en_de",
+}
+
+
+@pytest.mark.parametrize("name", CPU_RECORDS)
+def test_a_cpu_sweep_file_still_runs_what_its_records_hold(name, tmp_path):
+    """A recipe that changes after a sweep ran (a decoding, a position encoding) must be pinned in
+    the sweep file, or running the file again would not repeat its records."""
+    planned = sweep.plan(ROOT / f"experiments/multi30k/cpu/{name}.yaml", tmp_path)
+    folder = ROOT / "results/multi30k/cpu" / CPU_RECORDS[name]
+    recorded = {run: folder / run / "config.yaml" for run in planned if (folder / run / "config.yaml").is_file()}
+    assert recorded, f"no run of {name}.yaml has a record in {folder}"
+    for run, path in recorded.items():
+        assert resolved_config(load_config(str(planned[run]))) == resolved_config(load_config(str(path))), run
 
 
 def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_path):
