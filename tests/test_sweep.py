@@ -67,6 +67,7 @@ CPU_RECORDS = {
     "screen_en_de": "screen_en_de",
     "seeds_rotary": "seeds_rotary",
     "seeds_rotary_en_de": "seeds_rotary_en_de",
+    "paired_rotary_en_de": "paired_rotary_en_de",
 }
 
 
