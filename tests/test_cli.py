@@ -185,6 +185,17 @@ def test_resume_refuses_a_config_that_changes_the_run(smoke_run, tmp_path):
     assert before == {name: (smoke_run / name).read_bytes() for name in before}  # nothing overwritten
 
 
+def test_resume_refuses_a_finished_run_that_it_would_not_train_further(smoke_run, tmp_path):
+    before = {name: (smoke_run / name).read_bytes() for name in ("scores.json", "environment.json", "config.yaml")}
+    shorter = smoke_variant(tmp_path, training={"max_steps": 10})  # a lower limit trains no further either
+    for config in (str(smoke_run / "config.yaml"), "smoke", shorter):
+        result = run("train", "--config", config, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
+        assert result.returncode == 2
+        (line,) = result.stderr.strip().splitlines()
+        assert f"--resume: the run in {smoke_run} has finished (its scores.json is written)" in line
+    assert before == {name: (smoke_run / name).read_bytes() for name in before}  # nothing rewritten
+
+
 def test_resume_continues_with_the_runs_own_tokenizer(smoke_run, tmp_path):
     tokenizer = (smoke_run / "tokenizer.model").read_bytes()
     longer = smoke_variant(tmp_path, training={"max_steps": 24})  # may change: how long to train

@@ -70,16 +70,34 @@ def _changes(old: dict, new: dict) -> list[str]:
     return out
 
 
+def _trains_further(old: dict, new: dict) -> bool:
+    """Whether training config ``new`` goes past where ``old`` stops: more epochs, steps or minutes."""
+    if new["epochs"] > old["epochs"]:
+        return True
+    for key in ("max_steps", "max_minutes"):  # None: no limit
+        if old[key] is not None and (new[key] is None or new[key] > old[key]):
+            return True
+    return False
+
+
 def _resume_state(run_dir: Path, config: dict, device: torch.device) -> dict:
-    """The checkpoint to continue from, after checking that ``config`` describes the same run."""
+    """The checkpoint to continue from, after checking that ``config`` describes the same run and that
+    it has training left to do (a finished run resumed as it was would only overwrite its scores)."""
     path = run_dir / checkpoint.CHECKPOINT
     if not path.is_file():
         raise MissingFile(f"--resume: no checkpoint at {path}; leave out --resume to start a run there")
-    changed = _changes(resolved_config(load_config(str(run_dir / "config.yaml"))), resolved_config(config))
+    old, new = resolved_config(load_config(str(run_dir / "config.yaml"))), resolved_config(config)
+    changed = _changes(old, new)
     if changed:
         raise InvalidValue(
             f"--resume: the config changes {'; '.join(changed)} of the run in {run_dir}; "
             "resume with the run's own config.yaml, or start a new run in another folder"
+        )
+    if (run_dir / "scores.json").exists() and not _trains_further(old["training"], new["training"]):
+        raise InvalidValue(
+            f"--resume: the run in {run_dir} has finished (its scores.json is written); to train it further, "
+            "raise training.max_steps, max_minutes or epochs in a copy of its config.yaml; to score it again: "
+            f"python -m transformer_lib evaluate --checkpoint {path}"
         )
     return checkpoint.load_run_checkpoint(path, map_location=device)
 
