@@ -68,6 +68,7 @@ CPU_RECORDS = {
     "seeds_rotary": "seeds_rotary",
     "seeds_rotary_en_de": "seeds_rotary_en_de",
     "paired_rotary_en_de": "paired_rotary_en_de",
+    "seeds_rotary_en_de_alone": "seeds_rotary_en_de_alone",
 }
 
 
