@@ -69,6 +69,7 @@ CPU_RECORDS = {
     "seeds_rotary_en_de": "seeds_rotary_en_de",
     "paired_rotary_en_de": "paired_rotary_en_de",
     "seeds_rotary_en_de_alone": "seeds_rotary_en_de_alone",
+    "seeds_deep_en_de": "seeds_deep_en_de",
 }
 
 
