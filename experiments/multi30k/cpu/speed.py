@@ -19,7 +19,8 @@ machine that slows down during the run slows every variant alike. At equal model
 
 and, to price one part, ``no-dropout`` (dropout 0: another recipe, not a speed-up of this one), and
 the recipe with each position encoding, ``sinusoidal`` (added to the embeddings) and ``rotary``
-(queries and keys rotated in self-attention).
+(queries and keys rotated in self-attention). On request (``--variants``), the price of other
+shapes: ``4+4`` layers, and ``d_model-192`` (with d_ff 384).
 Then the output layer's parts alone, at the recipe's batch of target tokens: the projection to the
 vocabulary (forward, and the two matmuls of its backward) and log-softmax (forward and backward),
 in fp32 and in bf16, against the whole step's time.
@@ -46,17 +47,20 @@ from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer
 from transformer_lib.utils import environment
 
-VARIANTS = ("fp32", "fp32+compile", "bf16", "no-dropout", "sinusoidal", "rotary")
+VARIANTS = ("fp32", "fp32+compile", "bf16", "no-dropout", "sinusoidal", "rotary")  # the default
+SHAPES = {  # variants that change the model: what each sets in the recipe's model config
+    "no-dropout": {"dropout": 0.0},
+    "sinusoidal": {"positional": "sinusoidal"},
+    "rotary": {"positional": "rotary"},
+    "4+4": {"n_layers": 4},
+    "d_model-192": {"d_model": 192, "d_ff": 384},
+}
 CPU = torch.device("cpu")
 
 
 def make_trainer(config: dict, task: TranslationTask, variant: str) -> Trainer:
     """A Trainer with the recipe's model and optimiser settings, changed as ``variant`` says."""
-    model_config = config["model"]
-    if variant == "no-dropout":
-        model_config = dataclasses.replace(model_config, dropout=0.0)
-    if variant in ("sinusoidal", "rotary"):
-        model_config = dataclasses.replace(model_config, positional=variant)
+    model_config = dataclasses.replace(config["model"], **SHAPES.get(variant, {}))
     torch.manual_seed(config["training"].seed)
     recipe = dataclasses.replace(config["training"], progress=False, max_minutes=None, snapshot_minutes=())
     trainer = Trainer(Transformer(model_config), task, recipe, device=CPU)
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default="multi30k_de_en_cpu", help="a packaged config or a YAML path")
     parser.add_argument("--steps", type=int, default=45, help="timed steps per variant (in 3 interleaved rounds)")
     parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (allocator; compilation)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=[*VARIANTS, *SHAPES])
     parser.add_argument("--json", type=Path, help="write the record to this file (and the table beside it, .txt)")
     args = parser.parse_args(argv)
     config = load_config(args.config)
