@@ -70,6 +70,7 @@ CPU_RECORDS = {
     "paired_rotary_en_de": "paired_rotary_en_de",
     "seeds_rotary_en_de_alone": "seeds_rotary_en_de_alone",
     "seeds_deep_en_de": "seeds_deep_en_de",
+    "screen_smoothing_en_de": "screen_smoothing_en_de",
 }
 
 
