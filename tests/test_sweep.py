@@ -71,6 +71,7 @@ CPU_RECORDS = {
     "seeds_rotary_en_de_alone": "seeds_rotary_en_de_alone",
     "seeds_deep_en_de": "seeds_deep_en_de",
     "screen_smoothing_en_de": "screen_smoothing_en_de",
+    "screen_gelu_en_de": "screen_gelu_en_de",
 }
 
 
