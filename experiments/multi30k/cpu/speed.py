@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default="multi30k_de_en_cpu", help="a packaged config or a YAML path")
     parser.add_argument("--steps", type=int, default=45, help="timed steps per variant (in 3 interleaved rounds)")
     parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (allocator; compilation)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=[*VARIANTS, *SHAPES])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=sorted({*VARIANTS, *SHAPES}))
     parser.add_argument("--json", type=Path, help="write the record to this file (and the table beside it, .txt)")
     args = parser.parse_args(argv)
     config = load_config(args.config)
