@@ -72,6 +72,8 @@ CPU_RECORDS = {
     "seeds_deep_en_de": "seeds_deep_en_de",
     "screen_smoothing_en_de": "screen_smoothing_en_de",
     "screen_gelu_en_de": "screen_gelu_en_de",
+    "screen_vocab_dropout_en_de": "screen_vocab_dropout_en_de",
+    "screen_warmup_en_de": "screen_warmup_en_de",
 }
 
 
