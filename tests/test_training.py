@@ -17,6 +17,7 @@ from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import (
     TrainConfig,
     Trainer,
+    cooldown_lr,
     label_smoothed_cross_entropy,
     noam_lr,
     steps_in_time,
@@ -74,8 +75,34 @@ def test_time_linear_schedule_values():
     assert time_linear_lr(3000, 1300.0, 1200.0, 128, 800, 1.2) == 0.0  # past the budget: never negative
     with pytest.raises(ValueError, match="falls to 0 at max_minutes"):
         TrainConfig(schedule="time_linear")
-    with pytest.raises(ValueError, match="schedule must be one of noam, time_linear"):
+    with pytest.raises(ValueError, match="schedule must be one of noam, time_linear, cooldown"):
         TrainConfig(schedule="cosine")
+
+
+def test_cooldown_schedule_values():
+    """The paper's schedule until the last share of the run, then a straight line to 0 at its end."""
+    peak = 128**-0.5 * 800**-0.5 * 1.2
+    assert cooldown_lr(800, 0.5, 128, 800, 1.2) == pytest.approx(peak)  # before the cooldown: the paper's
+    assert cooldown_lr(3200, 0.8, 128, 800, 1.2) == pytest.approx(peak / 2)  # 1/sqrt(step)
+    assert cooldown_lr(3200, 0.9, 128, 800, 1.2) == pytest.approx(peak / 4)  # halfway down the last fifth
+    assert cooldown_lr(3200, 1.0, 128, 800, 1.2) == 0.0
+    assert cooldown_lr(3200, 1.1, 128, 800, 1.2) == 0.0  # past the budget: never negative
+    assert cooldown_lr(3200, 0.75, 128, 800, 1.2, share=0.5) == pytest.approx(peak / 4)
+    with pytest.raises(ValueError, match="schedule cooldown falls to 0 at the run"):
+        TrainConfig(schedule="cooldown")
+    with pytest.raises(ValueError, match=r"cooldown must be a share of the run in \(0, 1\], got 0"):
+        TrainConfig(schedule="cooldown", max_steps=10, cooldown=0)
+
+
+def test_the_cooldown_schedule_counts_a_step_budget(tmp_path):
+    """With max_steps and no max_minutes, step s of 6 runs at the paper's rate times (1 - s/6) / 0.5,
+    capped at 1: the paper's for steps 1 to 3, then two thirds, one third and 0."""
+    trainer = make_trainer(tmp_path, max_steps=6, schedule="cooldown", cooldown=0.5, warmup=2, grad_accum=1)
+    rates = [r["lr"] for r in trainer.train() if "lr" in r]
+    d_model = trainer.model.d_model
+    expected = [noam_lr(s, d_model, 2) * min(1.0, (1 - s / 6) / 0.5) for s in range(1, 7)]
+    assert rates == pytest.approx(expected)
+    assert rates[2] == pytest.approx(noam_lr(3, d_model, 2)) and rates[-1] == 0.0
 
 
 @pytest.mark.parametrize("max_tokens", [32, 100, 1000])

@@ -68,7 +68,19 @@ def time_linear_lr(step: int, seconds: float, budget: float, d_model: int, warmu
     return noam_lr(min(step, warmup), d_model, warmup, factor) * max(0.0, 1.0 - seconds / budget)
 
 
-SCHEDULES = ("noam", "time_linear")
+def cooldown_lr(
+    step: int, progress: float, d_model: int, warmup: int, factor: float = 1.0, share: float = 0.2
+) -> float:
+    """The paper's schedule, times a line that falls from 1 to 0 over the last ``share`` of the run.
+
+    ``progress`` is the share of the run's budget spent (0 to 1): a short run ends at a rate near 0,
+    where the paper's 1/sqrt(step) would still be half its peak, without the lower peak of
+    :func:`time_linear_lr`, whose line falls from the first second.
+    """
+    return noam_lr(step, d_model, warmup, factor) * min(1.0, max(0.0, (1.0 - progress) / share))
+
+
+SCHEDULES = ("noam", "time_linear", "cooldown")
 
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 
@@ -111,7 +123,9 @@ class TrainConfig:
     snapshot_minutes: tuple[float, ...] = ()  # also save the model at these minutes of training: a curve
     lr_factor: float = 1.0  # multiplies the paper's schedule
     warmup: int = 4000
-    schedule: str = "noam"  # noam: the paper's; time_linear: its warm-up times a line to 0 at max_minutes
+    schedule: str = "noam"  # noam: the paper's; time_linear: its warm-up times a line to 0 at max_minutes;
+    # cooldown: the paper's, falling in a line to 0 over the last `cooldown` of max_minutes (or max_steps)
+    cooldown: float = 0.2
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
@@ -149,6 +163,10 @@ class TrainConfig:
             raise InvalidValue(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if self.schedule == "time_linear" and not self.max_minutes:
             raise InvalidValue("schedule time_linear falls to 0 at max_minutes: set training.max_minutes too")
+        if self.schedule == "cooldown" and not (self.max_minutes or self.max_steps):
+            raise InvalidValue("schedule cooldown falls to 0 at the run's end: set training.max_minutes or max_steps")
+        if not 0.0 < self.cooldown <= 1.0:
+            raise InvalidValue(f"cooldown must be a share of the run in (0, 1], got {self.cooldown!r}")
         if self.precision not in PRECISIONS:
             raise InvalidValue(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
@@ -284,6 +302,10 @@ class Trainer(RunState):
         c = self.config
         if c.schedule == "time_linear":
             return time_linear_lr(step, self.train_seconds, 60 * c.max_minutes, d_model, c.warmup, c.lr_factor)
+        if c.schedule == "cooldown":  # the budget that ends first: its time or its steps
+            spent = [self.train_seconds / (60 * c.max_minutes)] if c.max_minutes else []
+            spent += [step / c.max_steps] if c.max_steps else []
+            return cooldown_lr(step, max(spent), d_model, c.warmup, c.lr_factor, c.cooldown)
         return noam_lr(step, d_model, c.warmup, c.lr_factor)
 
     # -- the loop ----------------------------------------------------------------------------
