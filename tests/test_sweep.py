@@ -74,6 +74,7 @@ CPU_RECORDS = {
     "screen_gelu_en_de": "screen_gelu_en_de",
     "screen_vocab_dropout_en_de": "screen_vocab_dropout_en_de",
     "screen_warmup_en_de": "screen_warmup_en_de",
+    "screen_cooldown_en_de": "screen_cooldown_en_de",
 }
 
 
