@@ -75,6 +75,7 @@ CPU_RECORDS = {
     "screen_vocab_dropout_en_de": "screen_vocab_dropout_en_de",
     "screen_warmup_en_de": "screen_warmup_en_de",
     "screen_cooldown_en_de": "screen_cooldown_en_de",
+    "screen_width_heads_en_de": "screen_width_heads_en_de",
 }
 
 
