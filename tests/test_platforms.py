@@ -65,6 +65,15 @@ def test_the_device_variable_wins_over_a_gpu(monkeypatch):
         pick_device()
 
 
+def test_a_runs_record_names_the_cpus_vector_instructions():
+    """Two CPUs of one name can differ twice in speed (AVX-512 or only AVX2): environment.json
+    records what PyTorch's kernels use, which ATEN_CPU_CAPABILITY (the emulation) lowers."""
+    code = "import torch; from transformer_lib.utils import environment; print(environment(torch.device('cpu')))"
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    emulated = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert "'cpu_capability': 'DEFAULT'" in emulated.stdout
+
+
 def test_the_tests_run_the_lessons_on_the_cpu():
     assert os.environ[DEVICE_ENV] == "cpu"  # conftest.py; the notebooks' kernels inherit it
 

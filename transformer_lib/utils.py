@@ -110,6 +110,9 @@ def environment(device: torch.device) -> dict:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})",
         "cpu": _cpu_name(),
         "cpu_threads": torch.get_num_threads(),
+        # the vector instructions PyTorch's CPU kernels use ("AVX2", "AVX512", ...): the same CPU
+        # name may hide either, at twice the speed or half
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "git_commit": os.environ.get(COMMIT_ENV) or git("rev-parse", "HEAD"),
         "git_dirty": git("status", "--porcelain", "--untracked-files=no") not in ("", "unknown"),
         "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
