@@ -359,6 +359,41 @@ def test_the_inside_page_says_when_a_load_failed_and_start_tries_again(inside_si
     assert not got["error"] and got["bars"] == 10
 
 
+# A page script: English→German's model.json waits until the page's script calls `releaseLoad()`.
+HOLD_EN_DE_LOAD = """
+const realFetch = window.fetch;
+let releaseLoad;
+const released = new Promise((resolve) => { releaseLoad = resolve; });
+window.fetch = async (url, ...rest) => {
+  if (String(url).endsWith("/en_de/model.json")) await released;
+  return realFetch(url, ...rest);
+};
+"""
+
+
+def test_the_inside_page_keeps_a_readers_message_when_the_model_arrives(inside_site):
+    """A background load that ends after the reader pressed a button leaves the button's message."""
+    got = inside(
+        inside_site,
+        HOLD_EN_DE_LOAD
+        + """
+        $("inside-direction").value = "en_de";
+        $("inside-direction").dispatchEvent(new Event("change"));
+        const loading = $("inside-status").textContent;
+        $("inside-input").value = "   ";
+        await press("inside-encode");
+        releaseLoad();
+        await new Promise((resolve) => {
+          const poll = () => ($("inside").dataset.ready_en_de ? resolve() : setTimeout(poll, 20));
+          poll();
+        });
+        return { loading, after: $("inside-status").textContent };
+        """,
+    )
+    assert got["loading"].startswith("Loading the model")
+    assert got["after"] == "Type a sentence first."
+
+
 def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
     """No click needed: the default direction's model loads on opening, the other's when it is chosen."""
     got = inside(

@@ -125,10 +125,12 @@ export async function beamSearch(model, source, k, alpha) {
 }
 
 // Load the chosen direction in the background, and say when it is in, or why not, unless the reader
-// has already started (Start awaits the same load and reports it itself).
+// has pressed anything since (Start awaits the same load and reports it itself; a message such as
+// "Type a sentence first." stays until the reader acts again).
 function preload() {
   const direction = $("inside-direction").value;
-  const idle = () => !state.source && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
+  const actions = state.actions;
+  const idle = () => !state.source && state.actions === actions && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
   if (idle() && !$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)… You can type meanwhile.");
   Translator.loadOnce(direction).then(() => {
     $("inside").dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
@@ -143,7 +145,7 @@ function preload() {
 
 // The page's state: the model, the encoded source, the prefix (<bos> first) and, for each prefix
 // length, the decoder's answer (so that going back is instant).
-const state = { model: null, source: null, prefix: [], steps: [], random: null, cut: false };
+const state = { model: null, source: null, prefix: [], steps: [], random: null, cut: false, actions: 0 };
 
 function say(text, isError = false) {
   const status = $("inside-status");
@@ -437,6 +439,7 @@ function action(fn) {
     const page = $("inside");
     if (page.dataset.busy === "1") return;
     page.dataset.busy = "1";
+    state.actions += 1;
     try {
       await fn(...args);
     } finally {
