@@ -201,6 +201,43 @@ window.fetch = (url, ...rest) => {
 """
 
 
+# A page script: English→German's model.json waits until the page's script calls `releaseLoad()`.
+HOLD_EN_DE_LOAD = """
+const realFetch = window.fetch;
+let releaseLoad;
+const released = new Promise((resolve) => { releaseLoad = resolve; });
+window.fetch = async (url, ...rest) => {
+  if (String(url).endsWith("/en_de/model.json")) await released;
+  return realFetch(url, ...rest);
+};
+"""
+
+
+def test_an_empty_box_keeps_its_message_when_the_model_arrives(site):
+    """A background load that ends after the reader pressed Translate leaves the press's message."""
+    got = run(
+        site,
+        "(async () => {"
+        + HOLD_EN_DE_LOAD
+        + """
+          const status = document.getElementById("translator-status");
+          const select = document.getElementById("translator-direction");
+          select.value = "en_de";
+          select.dispatchEvent(new Event("change"));  // starts the load, held
+          document.getElementById("translator-input").value = "   ";
+          document.getElementById("translator-button").click();
+          const asked = status.textContent;
+          releaseLoad();
+          const page = document.querySelector('script[src*="page.js"]').src;
+          const { Translator } = await import(page.replace("page.js", "translator.js"));
+          await Translator.loadOnce("en_de");  // the page's own wait on this load has run first
+          await new Promise((resolve) => setTimeout(resolve, 0));
+          return { asked, after: status.textContent };
+        })()""",
+    )
+    assert got["asked"] == got["after"] == "Type a sentence to translate first."
+
+
 def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
     """A network failure while loading shows a line, and pressing Translate again loads the model."""
     got = run(
@@ -357,18 +394,6 @@ def test_the_inside_page_says_when_a_load_failed_and_start_tries_again(inside_si
     )
     assert got["failed"] == "The model could not load (Failed to fetch); press Start to try again."
     assert not got["error"] and got["bars"] == 10
-
-
-# A page script: English→German's model.json waits until the page's script calls `releaseLoad()`.
-HOLD_EN_DE_LOAD = """
-const realFetch = window.fetch;
-let releaseLoad;
-const released = new Promise((resolve) => { releaseLoad = resolve; });
-window.fetch = async (url, ...rest) => {
-  if (String(url).endsWith("/en_de/model.json")) await released;
-  return realFetch(url, ...rest);
-};
-"""
 
 
 def test_the_inside_page_keeps_a_readers_message_when_the_model_arrives(inside_site):

@@ -70,7 +70,10 @@ function fillSelect(select, count, noun) {
   select.value = [...select.options].some((o) => o.value === current) ? current : "mean";
 }
 
+let presses = 0; // Translate's presses (and Enters), so that a background load never talks over one
+
 async function run() {
+  presses += 1;
   const direction = $("translator-direction").value;
   const text = $("translator-input").value;
   const status = $("translator-status");
@@ -138,13 +141,15 @@ async function examples(direction) {
   offered = new Set(["", ...found.test, ...found.outside]);
 }
 
-// Load the chosen direction while the reader reads or types, and say when it is in, unless a
-// translation has started (Translate awaits the same load, and reports a failure and tries again).
+// Load the chosen direction while the reader reads or types, and say when it is in, unless the
+// reader has pressed Translate since (it awaits the same load, and reports a failure and tries
+// again; "Type a sentence to translate first." stays until the next press).
 function preload() {
   const direction = $("translator-direction").value;
   const status = $("translator-status");
-  const idle = () => !$("translator-button").disabled && !status.dataset.done && !status.dataset.error &&
-    $("translator-direction").value === direction;
+  const pressed = presses;
+  const idle = () => presses === pressed && !$("translator-button").disabled && !status.dataset.done &&
+    !status.dataset.error && $("translator-direction").value === direction;
   Translator.loadOnce(direction).then(() => {
     examples(direction).catch(() => {}); // in case model.json's first fetch failed
     if (idle()) status.textContent = "The model is loaded: press Translate, or type a sentence of your own first.";
