@@ -66,8 +66,8 @@ def test_the_device_variable_wins_over_a_gpu(monkeypatch):
 
 
 def test_a_runs_record_names_the_cpus_vector_instructions():
-    """Two CPUs of one name can differ twice in speed (AVX-512 or only AVX2): environment.json
-    records what PyTorch's kernels use, which ATEN_CPU_CAPABILITY (the emulation) lowers."""
+    """Two CPUs of one name can differ in speed by a factor of two (AVX-512, or AVX2 only):
+    environment.json records what PyTorch's kernels use, which ATEN_CPU_CAPABILITY lowers."""
     code = "import torch; from transformer_lib.utils import environment; print(environment(torch.device('cpu')))"
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
     emulated = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
