@@ -1,7 +1,10 @@
 """Loaded by pytest for every way of running the tests, `pytest notebooks/...` included."""
 
+import functools
 import os
 from collections import Counter
+
+import nbval.kernel
 
 # Two test workers, each running lessons with two threads, share the CPU: OpenMP threads that
 # spin while they wait would then steal each other's cores (the training lessons ran 6x slower).
@@ -20,6 +23,30 @@ if _workers > 1:
 # The lessons' stored outputs were computed on a CPU: on a Mac, `setup()` would otherwise pick Apple's
 # GPU (MPS), whose numbers differ. The notebooks' kernels inherit this; a reader's own run does not.
 os.environ.setdefault("TRANSFORMER_LIB_DEVICE", "cpu")
+
+
+def _retrying(start_kernel, tries: int = 3):
+    """`start_kernel`, tried again (up to `tries` times) when the kernel dies before it replies.
+
+    Two xdist workers that start their kernels at the same moment can both be handed the same free
+    TCP port; the kernel that loses exits at once, and nbval then errors every cell of that lesson
+    at setup ("Kernel died before replying to kernel_info"; seen once in CI, on a lesson that passes
+    alone). A second start picks new ports. A kernel that keeps dying still fails, on the last try.
+    """
+
+    @functools.wraps(start_kernel)
+    def start(*args, **kwargs):
+        for attempt in range(1, tries + 1):
+            try:
+                return start_kernel(*args, **kwargs)
+            except RuntimeError:
+                if attempt == tries:
+                    raise
+
+    return start
+
+
+nbval.kernel.start_new_kernel = _retrying(nbval.kernel.start_new_kernel)
 
 
 def pytest_collection_modifyitems(items: list) -> None:

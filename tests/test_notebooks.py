@@ -3,7 +3,9 @@
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import nbval.kernel
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
@@ -89,3 +91,37 @@ def test_every_lesson_opens_with_the_same_install_cell_hidden_on_the_site():
     assert 'find_spec("transformer_lib") is None' in sources.pop()
     assert all(cell["metadata"].get("tags") == ["remove-cell"] and not cell["outputs"] for cell in first.values())
     assert all("setup(seed=0" in "".join(code_cells(n)[1]["source"]) for n in NOTEBOOKS)
+
+
+class _Kernels:
+    """Stands in for jupyter_client's KernelManager: the first `deaths` kernels die at start."""
+
+    def __init__(self, deaths: int):
+        self.deaths, self.started = deaths, []
+
+    def __call__(self, **kwargs):
+        self.started.append(kwargs)
+        dies = len(self.started) <= self.deaths
+        client = SimpleNamespace(start_channels=lambda: None, stop_channels=lambda: None)
+
+        def wait_for_ready(timeout):
+            if dies:
+                raise RuntimeError("Kernel died before replying to kernel_info")
+
+        client.wait_for_ready = wait_for_ready
+        return SimpleNamespace(start_kernel=lambda **_: None, client=lambda: client, shutdown_kernel=lambda: None)
+
+
+def test_a_kernel_that_dies_at_start_is_started_again(monkeypatch):
+    """The root conftest makes nbval start a lesson's kernel again when it dies at start (two xdist
+    workers can race for one port), up to three tries; a kernel that always dies still fails."""
+    kernels = _Kernels(deaths=2)
+    monkeypatch.setattr(nbval.kernel, "KernelManager", kernels)
+    manager, _ = nbval.kernel.start_new_kernel(kernel_name="python3")
+    assert len(kernels.started) == 3 and manager is not None
+
+    kernels = _Kernels(deaths=3)
+    monkeypatch.setattr(nbval.kernel, "KernelManager", kernels)
+    with pytest.raises(RuntimeError, match="Kernel died"):
+        nbval.kernel.start_new_kernel(kernel_name="python3")
+    assert len(kernels.started) == 3
