@@ -69,8 +69,29 @@ def site(open_page, serve_folder):
         yield open_page, base
 
 
-def run(site, script: str, timeout: float = 300):
+# Page JavaScript: `until(ok)` resolves once `ok()` is true, polling every 20 ms; it rejects when
+# `ok` throws or after 120 s.
+UNTIL = """
+const until = (ok) => new Promise((resolve, reject) => {
+  const start = Date.now();
+  const poll = () => {
+    try {
+      if (ok()) resolve();
+      else if (Date.now() - start > 120000) reject(new Error("the page did not answer within 120 s"));
+      else setTimeout(poll, 20);
+    } catch (error) {
+      reject(error);
+    }
+  };
+  poll();
+});
+"""
+
+
+def run(site, body: str, timeout: float = 300):
+    """What `body`, the body of an async function that can call `until`, returns on the translator page."""
     open_page, base = site
+    script = f"(async () => {{ {UNTIL} {body} }})()"
     report = open_page(base + PAGE, timeout=timeout, script=script)
     assert report.console_errors == []
     assert report.external_requests(base) == []
@@ -78,12 +99,12 @@ def run(site, script: str, timeout: float = 300):
 
 
 def tokenizer_script(direction: str, texts: list[str], ids: list[list[int]]) -> str:
-    return f"""(async () => {{
+    return f"""
       const {{ Translator }} = await import("../_static/translator/translator.js");
       const t = (await Translator.load("{direction}")).tokenizer;
       const texts = {json.dumps(texts)}, ids = {json.dumps(ids)};
       return {{ encoded: texts.map((s) => t.encode(s)), decoded: ids.map((x) => t.decode(x)) }};
-    }})()"""
+    """
 
 
 def exported(direction: str) -> OnnxTranslator:
@@ -104,37 +125,32 @@ def test_the_browser_tokenizer_gives_sentencepiece_ids_on_every_test_sentence(si
     assert not wrong, f"{len(wrong)} of {len(random_ids)} id lists decoded differently, e.g. {wrong[:3]}"
 
 
-TRANSLATE = """(async () => {
-  const wait = (ok) => new Promise((resolve, reject) => {
-    const start = Date.now();
-    const poll = () => {
-      const status = document.getElementById("translator-status");
-      if (status.dataset.error) reject(new Error(status.dataset.error));
-      else if (ok(status)) resolve();
-      else if (Date.now() - start > 120000) reject(new Error("no translation within 120 s"));
-      else setTimeout(poll, 20);
-    };
-    poll();
-  });
+TRANSLATE = """
+  const status = document.getElementById("translator-status");
+  const done = () => Number(status.dataset.done || 0);
+  const translated = (before) => {
+    if (status.dataset.error) throw new Error(status.dataset.error);
+    return done() > before;
+  };
   const jobs = JOBS, results = [];
   for (const [direction, text] of jobs) {
     const select = document.getElementById("translator-direction");
     select.value = direction;
     select.dispatchEvent(new Event("change"));
     document.getElementById("translator-input").value = text;
-    const before = Number(document.getElementById("translator-status").dataset.done || 0);
+    const before = done();
     document.getElementById("translator-button").click();
-    await wait((status) => Number(status.dataset.done || 0) > before);
+    await until(() => translated(before));
     results.push({
       text: document.getElementById("translator-output").textContent,
       rows: document.querySelectorAll("#translator-heatmap tr.output-row").length,
       columns: document.querySelectorAll("#translator-heatmap tr:first-child th.source").length,
-      ms: Number(document.getElementById("translator-status").dataset.ms),
+      ms: Number(status.dataset.ms),
       model: document.getElementById("translator-model").textContent,
     });
   }
   return results;
-})()"""
+"""
 
 
 def test_the_page_translates_as_the_package_does_in_python(site):
@@ -167,11 +183,11 @@ def test_a_fifteen_word_sentence_takes_under_a_second(site, capsys):
 def test_an_empty_box_asks_for_a_sentence(site):
     status = run(
         site,
-        """(async () => {
+        """
           document.getElementById("translator-input").value = "   ";
           document.getElementById("translator-button").click();
           return document.getElementById("translator-status").textContent;
-        })()""",
+        """,
     )
     assert status == "Type a sentence to translate first."
 
@@ -180,12 +196,11 @@ def test_the_model_loads_while_the_reader_reads(site):
     """No click needed: the page loads the chosen direction's model when it opens, and says so."""
     status = run(
         site,
-        """new Promise((resolve) => {
+        """
           const status = document.getElementById("translator-status");
-          const poll = () => (status.textContent.startsWith("The model is loaded") ? resolve(status.textContent)
-            : setTimeout(poll, 20));
-          poll();
-        })""",
+          await until(() => status.textContent.startsWith("The model is loaded"));
+          return status.textContent;
+        """,
     )
     assert status == "The model is loaded: press Translate, or type a sentence of your own first."
 
@@ -217,8 +232,7 @@ def test_an_empty_box_keeps_its_message_when_the_model_arrives(site):
     """A background load that ends after the reader pressed Translate leaves the press's message."""
     got = run(
         site,
-        "(async () => {"
-        + HOLD_EN_DE_LOAD
+        HOLD_EN_DE_LOAD
         + """
           const status = document.getElementById("translator-status");
           const select = document.getElementById("translator-direction");
@@ -233,7 +247,7 @@ def test_an_empty_box_keeps_its_message_when_the_model_arrives(site):
           await Translator.loadOnce("en_de");  // the page's own wait on this load has run first
           await new Promise((resolve) => setTimeout(resolve, 0));
           return { asked, after: status.textContent };
-        })()""",
+        """,
     )
     assert got["asked"] == got["after"] == "Type a sentence to translate first."
 
@@ -242,18 +256,13 @@ def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
     """A network failure while loading shows a line, and pressing Translate again loads the model."""
     got = run(
         site,
-        "(async () => {"
-        + FAIL_EN_DE_LOAD_ONCE
+        FAIL_EN_DE_LOAD_ONCE
         + """
           const status = document.getElementById("translator-status");
           const button = document.getElementById("translator-button");
           const select = document.getElementById("translator-direction");
           select.value = "en_de";
           select.dispatchEvent(new Event("change"));  // starts the load that fails; Translate awaits it
-          const until = (ok) => new Promise((resolve) => {
-            const poll = () => (ok() ? resolve() : setTimeout(poll, 20));
-            poll();
-          });
           button.click();
           await until(() => status.dataset.error && !button.disabled);
           const failed = status.textContent;
@@ -261,7 +270,7 @@ def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
           await until(() => status.dataset.done === "1");
           const output = document.getElementById("translator-output").textContent;
           return { failed, error: status.dataset.error ?? null, output };
-        })()""",
+        """,
     )
     assert got["failed"] == "The translator could not run: Failed to fetch"
     assert got["error"] is None and got["output"]
@@ -277,14 +286,8 @@ def test_examples_confidence_and_a_sentence_that_did_not_finish(site, mirror):
     the domain and not on a test sentence; a runaway output is reported as one that did not finish."""
     got = run(
         site,
-        f"""(async () => {{
+        f"""
           const $ = (id) => document.getElementById(id);
-          const until = (ok) => new Promise((resolve, reject) => {{
-            const start = Date.now();
-            const poll = () => ok() ? resolve() : Date.now() - start > 60000
-              ? reject(new Error("the page did not answer within 60 s")) : setTimeout(poll, 20);
-            poll();
-          }});
           await until(() => document.querySelectorAll("#translator-examples button").length === 5);
           const buttons = [...document.querySelectorAll("#translator-examples button")];
           const translate = async (act) => {{
@@ -306,7 +309,7 @@ def test_examples_confidence_and_a_sentence_that_did_not_finish(site, mirror):
             }}),
           ];
           return {{ labels: buttons.map((b) => b.textContent), results }};
-        }})()""",
+        """,
     )
     labels, (test, outside, runaway) = got["labels"], got["results"]
     test_set, train = set(load_multi30k("test_2016_flickr", "de")), set(load_multi30k("train", "de"))
@@ -332,17 +335,11 @@ INSIDE = "book/inside.html"
 DE_EN_CHECKPOINT = Path(__file__).parent.parent / "results/multi30k/models/de_en.model_fp16.pt"  # what the site exports
 INSIDE_SENTENCE = "Ein Mann mit einer Sonnenbrille fährt auf einem Roller."
 # Drives the page as a reader would (set a box, press a button) and waits until it has redrawn.
-INSIDE_DRIVER = """
+INSIDE_DRIVER = (
+    UNTIL
+    + """
 const $ = (id) => document.getElementById(id);
-const settle = () => new Promise((resolve, reject) => {
-  const start = Date.now();
-  const poll = () => {
-    if ($("inside").dataset.busy === "0") resolve();
-    else if (Date.now() - start > 120000) reject(new Error("the page did not finish within 120 s"));
-    else setTimeout(poll, 20);
-  };
-  poll();
-});
+const settle = () => until(() => $("inside").dataset.busy === "0");
 const press = async (id) => { $(id).click(); await settle(); };  // a click's handler marks the page busy at once
 const bars = () => [...document.querySelectorAll("#inside-chart .inside-bar")].map(
   (b) => [Number(b.dataset.id), Number(b.dataset.p)]);
@@ -356,6 +353,7 @@ const view = (kind, layer, head) => {
   return heatmap();
 };
 """
+)
 
 
 def inside(site, body: str, timeout: float = 300):
@@ -382,10 +380,7 @@ def test_the_inside_page_says_when_a_load_failed_and_start_tries_again(inside_si
         + """
         $("inside-direction").value = "en_de";
         $("inside-direction").dispatchEvent(new Event("change"));
-        await new Promise((resolve) => {
-          const poll = () => ($("inside-status").classList.contains("inside-error") ? resolve() : setTimeout(poll, 20));
-          poll();
-        });
+        await until(() => $("inside-status").classList.contains("inside-error"));
         const failed = $("inside-status").textContent;
         $("inside-input").value = "A dog runs on the beach.";
         await press("inside-encode");
@@ -408,10 +403,7 @@ def test_the_inside_page_keeps_a_readers_message_when_the_model_arrives(inside_s
         $("inside-input").value = "   ";
         await press("inside-encode");
         releaseLoad();
-        await new Promise((resolve) => {
-          const poll = () => ($("inside").dataset.ready_en_de ? resolve() : setTimeout(poll, 20));
-          poll();
-        });
+        await until(() => $("inside").dataset.ready_en_de);
         return { loading, after: $("inside-status").textContent };
         """,
     )
@@ -424,10 +416,7 @@ def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
     got = inside(
         inside_site,
         """
-        const loaded = (direction) => new Promise((resolve) => {
-          const poll = () => ($("inside").dataset["ready_" + direction] ? resolve() : setTimeout(poll, 20));
-          poll();
-        });
+        const loaded = (direction) => until(() => $("inside").dataset["ready_" + direction]);
         const before = $("inside").dataset.ready_en_de ?? null;
         await loaded("de_en");
         const status = $("inside-status").textContent;
