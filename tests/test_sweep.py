@@ -76,6 +76,7 @@ CPU_RECORDS = {
     "screen_warmup_en_de": "screen_warmup_en_de",
     "screen_cooldown_en_de": "screen_cooldown_en_de",
     "screen_width_heads_en_de": "screen_width_heads_en_de",
+    "screen_lr_norm_en_de": "screen_lr_norm_en_de",
 }
 
 
