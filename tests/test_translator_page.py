@@ -70,8 +70,9 @@ def site(open_page, serve_folder):
 
 
 # Page JavaScript: `until(ok)` resolves once `ok()` is true, polling every 20 ms; it rejects when
-# `ok` throws or after 120 s.
-UNTIL = """
+# `ok` throws or after 120 s. `choose(id, value)` picks `value` in the menu `id` as a reader does:
+# the page hears of it through the menu's change event.
+HELPERS = """
 const until = (ok) => new Promise((resolve, reject) => {
   const start = Date.now();
   const poll = () => {
@@ -85,13 +86,18 @@ const until = (ok) => new Promise((resolve, reject) => {
   };
   poll();
 });
+const choose = (id, value) => {
+  const menu = document.getElementById(id);
+  menu.value = value;
+  menu.dispatchEvent(new Event("change"));
+};
 """
 
 
 def run(site, body: str, timeout: float = 300):
-    """What `body`, the body of an async function that can call `until`, returns on the translator page."""
+    """What `body`, the body of an async function that can call the helpers, returns on the translator page."""
     open_page, base = site
-    script = f"(async () => {{ {UNTIL} {body} }})()"
+    script = f"(async () => {{ {HELPERS} {body} }})()"
     report = open_page(base + PAGE, timeout=timeout, script=script)
     assert report.console_errors == []
     assert report.external_requests(base) == []
@@ -134,9 +140,7 @@ TRANSLATE = """
   };
   const jobs = JOBS, results = [];
   for (const [direction, text] of jobs) {
-    const select = document.getElementById("translator-direction");
-    select.value = direction;
-    select.dispatchEvent(new Event("change"));
+    choose("translator-direction", direction);
     document.getElementById("translator-input").value = text;
     const before = done();
     document.getElementById("translator-button").click();
@@ -235,9 +239,7 @@ def test_an_empty_box_keeps_its_message_when_the_model_arrives(site):
         HOLD_EN_DE_LOAD
         + """
           const status = document.getElementById("translator-status");
-          const select = document.getElementById("translator-direction");
-          select.value = "en_de";
-          select.dispatchEvent(new Event("change"));  // starts the load, held
+          choose("translator-direction", "en_de");  // starts the load, held
           document.getElementById("translator-input").value = "   ";
           document.getElementById("translator-button").click();
           const asked = status.textContent;
@@ -260,9 +262,7 @@ def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
         + """
           const status = document.getElementById("translator-status");
           const button = document.getElementById("translator-button");
-          const select = document.getElementById("translator-direction");
-          select.value = "en_de";
-          select.dispatchEvent(new Event("change"));  // starts the load that fails; Translate awaits it
+          choose("translator-direction", "en_de");  // starts the load that fails; Translate awaits it
           button.click();
           await until(() => status.dataset.error && !button.disabled);
           const failed = status.textContent;
@@ -336,7 +336,7 @@ DE_EN_CHECKPOINT = Path(__file__).parent.parent / "results/multi30k/models/de_en
 INSIDE_SENTENCE = "Ein Mann mit einer Sonnenbrille fährt auf einem Roller."
 # Drives the page as a reader would (set a box, press a button) and waits until it has redrawn.
 INSIDE_DRIVER = (
-    UNTIL
+    HELPERS
     + """
 const $ = (id) => document.getElementById(id);
 const settle = () => until(() => $("inside").dataset.busy === "0");
@@ -347,8 +347,7 @@ const heatmap = () => [...document.querySelectorAll("#inside-heatmap tr.output-r
   (row) => [...row.querySelectorAll("td")].map((td) => Number(td.dataset.w)));
 const view = (kind, layer, head) => {
   for (const [id, value] of [["inside-kind", kind], ["inside-layer", layer], ["inside-head", head]]) {
-    $(id).value = value;
-    $(id).dispatchEvent(new Event("change"));
+    choose(id, value);
   }
   return heatmap();
 };
@@ -378,8 +377,7 @@ def test_the_inside_page_says_when_a_load_failed_and_start_tries_again(inside_si
         inside_site,
         FAIL_EN_DE_LOAD_ONCE
         + """
-        $("inside-direction").value = "en_de";
-        $("inside-direction").dispatchEvent(new Event("change"));
+        choose("inside-direction", "en_de");
         await until(() => $("inside-status").classList.contains("inside-error"));
         const failed = $("inside-status").textContent;
         $("inside-input").value = "A dog runs on the beach.";
@@ -397,8 +395,7 @@ def test_the_inside_page_keeps_a_readers_message_when_the_model_arrives(inside_s
         inside_site,
         HOLD_EN_DE_LOAD
         + """
-        $("inside-direction").value = "en_de";
-        $("inside-direction").dispatchEvent(new Event("change"));
+        choose("inside-direction", "en_de");
         const loading = $("inside-status").textContent;
         $("inside-input").value = "   ";
         await press("inside-encode");
@@ -420,8 +417,7 @@ def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
         const before = $("inside").dataset.ready_en_de ?? null;
         await loaded("de_en");
         const status = $("inside-status").textContent;
-        $("inside-direction").value = "en_de";
-        $("inside-direction").dispatchEvent(new Event("change"));
+        choose("inside-direction", "en_de");
         const switched = $("inside-status").textContent;
         await loaded("en_de");
         await press("inside-encode");
