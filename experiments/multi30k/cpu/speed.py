@@ -20,8 +20,9 @@ machine that slows down during the run slows every variant alike. At equal model
 and, to price one part, ``no-dropout`` (dropout 0: another recipe, not a speed-up of this one), and
 the recipe with each position encoding, ``sinusoidal`` (added to the embeddings) and ``rotary``
 (queries and keys rotated in self-attention). On request (``--variants``), the price of other
-shapes: ``4+4`` layers, ``d_model-192`` (with d_ff 384), ``d_ff-512``, ``8-heads`` (d_head 16), and
-``post-norm`` (the paper's order: each sub-layer's norm after its residual sum).
+shapes: ``4+4`` layers, ``d_model-192`` (with d_ff 384), ``d_ff-512``, ``4+4-d_ff-512`` (both),
+``8-heads`` (d_head 16), and ``post-norm`` (the paper's order: each sub-layer's norm after its
+residual sum).
 Then the output layer's parts alone, at the recipe's batch of target tokens: the projection to the
 vocabulary (forward, and the two matmuls of its backward) and log-softmax (forward and backward),
 in fp32 and in bf16, against the whole step's time.
@@ -56,6 +57,7 @@ SHAPES = {  # variants that change the model: what each sets in the recipe's mod
     "4+4": {"n_layers": 4},
     "d_model-192": {"d_model": 192, "d_ff": 384},
     "d_ff-512": {"d_ff": 512},
+    "4+4-d_ff-512": {"n_layers": 4, "d_ff": 512},
     "8-heads": {"n_heads": 8},
     "post-norm": {"norm_first": False},
 }
