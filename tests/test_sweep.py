@@ -77,6 +77,7 @@ CPU_RECORDS = {
     "screen_cooldown_en_de": "screen_cooldown_en_de",
     "screen_width_heads_en_de": "screen_width_heads_en_de",
     "screen_lr_norm_en_de": "screen_lr_norm_en_de",
+    "screen_deep_wide_en_de": "screen_deep_wide_en_de",
 }
 
 
