@@ -22,7 +22,9 @@ the recipe with each position encoding, ``sinusoidal`` (added to the embeddings)
 (queries and keys rotated in self-attention). On request (``--variants``), the price of other
 shapes: ``4+4`` layers, ``d_model-192`` (with d_ff 384), ``d_ff-512``, ``4+4-d_ff-512`` (both),
 ``8-heads`` (d_head 16), and ``post-norm`` (the paper's order: each sub-layer's norm after its
-residual sum).
+residual sum); and of other batches, ``batch-1024`` and ``batch-4096`` (token slots per batch, the
+recipe's 2,048 halved or doubled), which train batches of their own from the same sentences: their
+target tokens a second, beside their updates, say what a run of the same time would see.
 Then the output layer's parts alone, at the recipe's batch of target tokens: the projection to the
 vocabulary (forward, and the two matmuls of its backward) and log-softmax (forward and backward),
 in fp32 and in bf16, against the whole step's time.
@@ -61,6 +63,7 @@ SHAPES = {  # variants that change the model: what each sets in the recipe's mod
     "8-heads": {"n_heads": 8},
     "post-norm": {"norm_first": False},
 }
+BATCHES = {"batch-1024": 1024, "batch-4096": 4096}  # variants that change the task: its max_tokens
 CPU = torch.device("cpu")
 
 
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", default="multi30k_de_en_cpu", help="a packaged config or a YAML path")
     parser.add_argument("--steps", type=int, default=45, help="timed steps per variant (in 3 interleaved rounds)")
     parser.add_argument("--warmup", type=int, default=8, help="untimed steps first (allocator; compilation)")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=sorted({*VARIANTS, *SHAPES}))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=sorted({*VARIANTS, *SHAPES, *BATCHES}))
     parser.add_argument("--json", type=Path, help="write the record to this file (and the table beside it, .txt)")
     args = parser.parse_args(argv)
     config = load_config(args.config)
@@ -106,45 +109,53 @@ def main(argv: list[str] | None = None) -> None:
     say = report.say
     pairs = load_pairs("train", data.src, data.tgt)
     tokenizer = Tokenizer.train([s for pair in pairs for s in pair], data.vocab_size, data.tokenizer)
-    task = TranslationTask(encode_pairs(pairs, tokenizer), [], task_config.max_tokens, task_config.label_smoothing)
-    batches = task.train_batches(0)[: args.warmup + args.steps]
+    encoded = encode_pairs(pairs, tokenizer)
+    tasks = {  # the recipe's batches, or a variant's own
+        variant: TranslationTask(encoded, [], BATCHES.get(variant, task_config.max_tokens), task_config.label_smoothing)
+        for variant in args.variants
+    }
+    batches = {variant: task.train_batches(0)[: args.warmup + args.steps] for variant, task in tasks.items()}
+    tokens = {  # target tokens in a step, the mean of its batches
+        variant: sum(int((tasks[variant].make_batch(i, train=True).tgt_out != PAD_ID).sum()) for i in run) / len(run)
+        for variant, run in batches.items()
+    }
     say(f"{args.config}: torch {env['torch']}; {env['device']}; {torch.get_num_threads()} threads; commit "
         f"{env['git_commit'][:7]}")  # fmt: skip
-    trainers = {variant: make_trainer(config, task, variant) for variant in args.variants}
-    for trainer in trainers.values():
-        for indices in batches[: args.warmup]:
+    trainers = {variant: make_trainer(config, tasks[variant], variant) for variant in args.variants}
+    for variant, trainer in trainers.items():
+        for indices in batches[variant][: args.warmup]:
             trainer.train_step([indices])
     seconds = dict.fromkeys(trainers, 0.0)
     rounds = 3
     per_round = args.steps // rounds
     for r in range(rounds):  # interleaved: each variant's share of every part of the run
-        chunk = batches[args.warmup + r * per_round : args.warmup + (r + 1) * per_round]
         for variant, trainer in trainers.items():
             start = time.perf_counter()
-            for indices in chunk:
+            for indices in batches[variant][args.warmup + r * per_round : args.warmup + (r + 1) * per_round]:
                 trainer.train_step([indices])
             seconds[variant] += time.perf_counter() - start
     steps = rounds * per_round
     rows = []
     base = steps / seconds[args.variants[0]]
-    say(f"\n{'variant':<14} {'updates/s':>9} {'vs ' + args.variants[0]:>16}")
+    say(f"\n{'variant':<14} {'updates/s':>9} {'vs ' + args.variants[0]:>16} {'target tokens/s':>16}")
     for variant in trainers:
         rate = steps / seconds[variant]
-        rows.append({**provenance(env), "config": args.config, "variant": variant, "updates_per_s": round(rate, 3)})
-        say(f"{variant:<14} {rate:9.2f} {rate / base:15.2f}x")
+        row = {"config": args.config, "variant": variant, "updates_per_s": round(rate, 3)}
+        rows.append({**provenance(env), **row, "target_tokens_per_s": round(rate * tokens[variant])})
+        say(f"{variant:<14} {rate:9.2f} {rate / base:15.2f}x {rate * tokens[variant]:16.0f}")
     step_ms = 1e3 * seconds[args.variants[0]] / steps
-    tokens = round(sum(int((task.make_batch(i, train=True).tgt_out != PAD_ID).sum()) for i in batches) / len(batches))
+    step_tokens = round(tokens[args.variants[0]])
     model = config["model"]
-    say(f"\nthe output layer alone, {tokens} target tokens (a step's mean), d_model {model.d_model}, "
+    say(f"\nthe output layer alone, {step_tokens} target tokens (a step's mean), d_model {model.d_model}, "
         f"vocabulary {model.vocab_size}; one {args.variants[0]} step: {step_ms:.0f} ms")  # fmt: skip
     parts = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        parts[name] = output_layer(tokens, model.d_model, model.vocab_size, dtype, repeats=10)
+        parts[name] = output_layer(step_tokens, model.d_model, model.vocab_size, dtype, repeats=10)
         total = sum(parts[name].values())
         detail = ", ".join(f"{part} {ms:.0f}" for part, ms in parts[name].items())
         say(f"  {name}: {detail} ms: {total:.0f} ms, {100 * total / step_ms:.0f} % of that step")
     if args.json:
-        report.write(args.json, env, rows, output_layer_ms=parts, step_ms=round(step_ms, 1), target_tokens=tokens)
+        report.write(args.json, env, rows, output_layer_ms=parts, step_ms=round(step_ms, 1), target_tokens=step_tokens)
 
 
 if __name__ == "__main__":
