@@ -78,6 +78,7 @@ CPU_RECORDS = {
     "screen_width_heads_en_de": "screen_width_heads_en_de",
     "screen_lr_norm_en_de": "screen_lr_norm_en_de",
     "screen_deep_wide_en_de": "screen_deep_wide_en_de",
+    "screen_batch_en_de": "screen_batch_en_de",
 }
 
 
