@@ -154,3 +154,15 @@ def test_a_report_writes_what_it_printed_beside_its_record(tmp_path, capsys):
         "chosen": 4,
         "rows": [{"n": 4}],
     }
+
+
+def test_cpu_speed_batch_variants_train_batches_of_their_own_size(mirror, tmp_path):
+    """A batch variant must time its own batches: half or twice the recipe's target tokens a step."""
+    out = tmp_path / "speed.json"
+    variants = ["fp32", "batch-1024", "batch-4096"]
+    cpu_experiment("speed").main(["--config", "smoke", "--steps", "3", "--warmup", "1", "--variants", *variants,
+                                  "--json", str(out)])  # fmt: skip
+    rows = {row["variant"]: row for row in json.loads(out.read_text(encoding="utf-8"))["rows"]}
+    tokens = {variant: row["target_tokens_per_s"] / row["updates_per_s"] for variant, row in rows.items()}
+    assert 1.8 < tokens["fp32"] / tokens["batch-1024"] < 2.2
+    assert 1.8 < tokens["batch-4096"] / tokens["fp32"] < 2.2
