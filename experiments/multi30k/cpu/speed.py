@@ -21,10 +21,11 @@ and, to price one part, ``no-dropout`` (dropout 0: another recipe, not a speed-u
 the recipe with each position encoding, ``sinusoidal`` (added to the embeddings) and ``rotary``
 (queries and keys rotated in self-attention). On request (``--variants``), the price of other
 shapes: ``4+4`` layers, ``d_model-192`` (with d_ff 384), ``d_ff-512``, ``4+4-d_ff-512`` (both),
-``8-heads`` (d_head 16), and ``post-norm`` (the paper's order: each sub-layer's norm after its
-residual sum); and of other batches, ``batch-1024`` and ``batch-4096`` (token slots per batch, the
-recipe's 2,048 halved or doubled), which train batches of their own from the same sentences: their
-target tokens a second, beside their updates, say what a run of the same time would see.
+``8-heads`` (d_head 16), ``2+2-d_model-192`` (fewer, wider layers, d_ff 384), and ``post-norm``
+(the paper's order: each sub-layer's norm after its residual sum); and of other batches,
+``batch-1024`` and ``batch-4096`` (token slots per batch, the recipe's 2,048 halved or doubled),
+which train batches of their own from the same sentences: their target tokens a second, beside
+their updates, say what a run of the same time would see.
 Then the output layer's parts alone, at the recipe's batch of target tokens: the projection to the
 vocabulary (forward, and the two matmuls of its backward) and log-softmax (forward and backward),
 in fp32 and in bf16, against the whole step's time.
@@ -60,6 +61,7 @@ SHAPES = {  # variants that change the model: what each sets in the recipe's mod
     "d_model-192": {"d_model": 192, "d_ff": 384},
     "d_ff-512": {"d_ff": 512},
     "4+4-d_ff-512": {"n_layers": 4, "d_ff": 512},
+    "2+2-d_model-192": {"n_layers": 2, "d_model": 192, "d_ff": 384},
     "8-heads": {"n_heads": 8},
     "post-norm": {"norm_first": False},
 }
