@@ -139,12 +139,13 @@ def main(argv: list[str] | None = None) -> None:
     steps = rounds * per_round
     rows = []
     base = steps / seconds[args.variants[0]]
-    say(f"\n{'variant':<14} {'updates/s':>9} {'vs ' + args.variants[0]:>16} {'target tokens/s':>16}")
+    width = max(14, *map(len, args.variants))  # a column as wide as the longest name
+    say(f"\n{'variant':<{width}} {'updates/s':>9} {'vs ' + args.variants[0]:>16} {'target tokens/s':>16}")
     for variant in trainers:
         rate = steps / seconds[variant]
         row = {"config": args.config, "variant": variant, "updates_per_s": round(rate, 3)}
         rows.append({**provenance(env), **row, "target_tokens_per_s": round(rate * tokens[variant])})
-        say(f"{variant:<14} {rate:9.2f} {rate / base:15.2f}x {rate * tokens[variant]:16.0f}")
+        say(f"{variant:<{width}} {rate:9.2f} {rate / base:15.2f}x {rate * tokens[variant]:16.0f}")
     step_ms = 1e3 * seconds[args.variants[0]] / steps
     step_tokens = round(tokens[args.variants[0]])
     model = config["model"]
