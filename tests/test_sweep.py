@@ -80,6 +80,7 @@ CPU_RECORDS = {
     "screen_deep_wide_en_de": "screen_deep_wide_en_de",
     "screen_batch_en_de": "screen_batch_en_de",
     "seeds_batch4096_en_de": "seeds_batch4096_en_de",
+    "screen_wide_en_de": "screen_wide_en_de",
 }
 
 
