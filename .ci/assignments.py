@@ -7,7 +7,8 @@ For each assignment (``python -m transformer_lib assign``): the student notebook
 test and no solution; the solution scores full marks; the untouched student notebook scores 0 on
 every auto-graded question and is still graded; each submission of ``assignments/mistakes.yaml``
 (the solution with a mistake seeded, or broken: a syntax error, an endless loop, a missing import)
-loses the points of the question it breaks and keeps every other question's. Solutions are graded
+loses the points of the question it breaks and keeps every other question's, and one that changes
+a library the tests use, or hands in the references, gets no points from them. Solutions are graded
 one at a time and timed (the instructors' page reports those times); the rest two at a time.
 """
 
@@ -32,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from transformer_lib import utils  # noqa: E402
 from transformer_lib.coursework import grading  # noqa: E402
+from transformer_lib.data import load_multi30k  # noqa: E402
 from transformer_lib.files import write_text  # noqa: E402
 
 CAPSTONE_TRANSLATIONS = ROOT / "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run
@@ -50,10 +52,16 @@ def seeded(solution: Path, spec: dict, out: Path) -> Path:
     return path
 
 
-def with_translations(notebook: Path, out: Path, name: str, shift: int = 0) -> Path:
-    """A zip as the capstone's export cell writes it: the notebook and its translations file."""
-    lines = CAPSTONE_TRANSLATIONS.read_text(encoding="utf-8").splitlines()
-    lines = lines[shift:] + lines[-1:] * shift  # a file one line out of place, for the seeded mistake
+def with_translations(notebook: Path, out: Path, name: str, shift: int = 0, references: bool = False) -> Path:
+    """A zip as the capstone's export cell writes it: the notebook and its translations file.
+
+    For the seeded mistakes: ``shift`` lines out of place, or the test set's ``references`` themselves.
+    """
+    if references:
+        lines = load_multi30k("test_2016_flickr", "en")
+    else:
+        lines = CAPSTONE_TRANSLATIONS.read_text(encoding="utf-8").splitlines()
+        lines = lines[shift:] + lines[-1:] * shift
     path = out / f"{name}.zip"
     with zipfile.ZipFile(path, "w") as archive:
         archive.write(notebook, notebook.name)
@@ -109,13 +117,18 @@ def main() -> int:
         solutions.append((name, zipped, solution))
         jobs.append((name, zipped, student, "student notebook", None))
         for spec in mistakes.get(name, []):
-            if "shift_translations" in spec:
+            if "shift_translations" in spec or "references" in spec:
                 path = with_translations(
-                    folder / "autograder" / f"{name}.ipynb", mine, spec["name"], spec["shift_translations"]
+                    folder / "autograder" / f"{name}.ipynb",
+                    mine,
+                    spec["name"],
+                    spec.get("shift_translations", 0),
+                    spec.get("references", False),
                 )
             else:
                 path = seeded(folder / "autograder" / f"{name}.ipynb", spec, mine)
-            jobs.append((name, zipped, path, spec["name"], spec["loses"]))
+            loses = None if spec["loses"] == "all" else spec["loses"]  # None: zero everywhere
+            jobs.append((name, zipped, path, spec["name"], loses))
 
     record = {"assignments": {}, "submissions": []}
     for name, zipped, path in solutions:  # one at a time: their times go on the instructors' page

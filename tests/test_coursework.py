@@ -4,12 +4,14 @@ Building and grading every assignment (solutions, student notebooks, seeded mist
 by .ci/assignments.py, a few minutes of its own.
 """
 
+import dataclasses
 import json
 import math
 import re
 import time
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -17,8 +19,9 @@ import yaml
 
 import transformer_lib
 from transformer_lib.cli import main
-from transformer_lib.coursework import grading
-from transformer_lib.coursework.checks import Wrong, call, defined, globals_of, standing_in, without
+from transformer_lib.coursework import grading, guard
+from transformer_lib.coursework.checks import Wrong, call, defined, globals_of, standing_in, translation_bleu, without
+from transformer_lib.data import load_multi30k
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTERS = grading.masters(ROOT / "assignments")
@@ -81,6 +84,76 @@ def test_call_turns_a_failure_into_one_line_and_stops_an_endless_loop():
 def test_an_answer_never_written_says_so(answer):
     with pytest.raises(Wrong, match="is not defined yet: write it, then run its cell"):
         defined(answer, "attention")
+
+
+# ---------------------------------------------------------------------------------------------
+# what a submission may not do: change the libraries the tests use, hand in the references
+
+CHANGED = {
+    "import torch\ntorch.allclose = lambda *a, **k: True": "torch.allclose",
+    "import torch.nn.functional as F\nF.softmax = None": "torch.nn.functional.softmax",
+    "from torch import Tensor\nTensor.__eq__ = None": "torch.Tensor.__eq__",
+    "import math\nsetattr(math, 'isclose', lambda *a, **k: True)": "math.isclose",
+    "import torch\na, torch.x = 1, 2": "torch.x",
+    "import torch\ndel torch.testing": "torch.testing",
+    "import torch\ntorch.__dict__['allclose'] = None": "torch.__dict__",
+    "from transformer_lib.coursework import checks as c\nc.close = None": "transformer_lib.coursework.checks.close",
+    "__builtins__.isinstance = None": "builtins.isinstance",
+    "!echo magic lines are read too\nimport numpy as np\nnp.pi = 3": "numpy.pi",
+}
+UNCHANGED = [
+    "import torch\ntorch.backends.cudnn.deterministic = True",
+    "import torch\nx = torch.zeros(3)\nx[torch.arange(2)] = 1\nx.data = x * 2",
+    "import torch\nclass A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 1",
+    "import torch\ntorch = None\nmath = 1",  # rebinding one's own names changes no library
+    "def f(:\n    torch.allclose = None",  # a syntax error: the cell fails when run, nothing to read
+]
+
+
+@pytest.mark.parametrize("source, what", CHANGED.items())
+def test_a_change_to_a_library_the_tests_use_is_found(source, what):
+    finding = guard.tampering(["x = 1", source])
+    assert finding.startswith(f"Wrong: code cell 2, line {source.count(chr(10)) + 1} changes {what}, "), finding
+
+
+@pytest.mark.parametrize("source", UNCHANGED)
+def test_ordinary_code_is_not_taken_for_a_change(source):
+    assert guard.tampering([source]) is None
+
+
+def test_an_import_in_one_cell_holds_in_the_next():
+    assert "torch.allclose" in guard.tampering(["import torch", "torch.allclose = None"])
+
+
+@pytest.mark.parametrize("notebook", sorted(ROOT.glob("notebooks/*.ipynb")) + MASTERS, ids=lambda p: p.stem)
+def test_no_lesson_or_solution_is_taken_for_a_change(notebook):
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert guard.tampering([c.source for c in cells if c.cell_type == "code"]) is None
+
+
+def test_the_guard_fails_every_question_with_its_finding():
+    @dataclasses.dataclass
+    class Result:  # the two fields of Otter's TestCaseResult the guard sets
+        message: str | None
+        passed: bool
+
+    files = {q: SimpleNamespace(test_case_results=[Result(None, True), Result(None, True)]) for q in ("q1", "q2")}
+    results = SimpleNamespace(results=files, set_output=lambda text: setattr(results, "output", text))
+    plugin = guard.LibraryGuard.__new__(guard.LibraryGuard)  # Otter passes it a submission; none is needed here
+    plugin.before_execution(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import math\nmath.pi = 3")]))
+    plugin.after_grading(results)
+    assert all(not r.passed and "changes math.pi" in r.message for f in files.values() for r in f.test_case_results)
+    assert results.output.startswith("Wrong: code cell 1, line 2 changes math.pi")
+
+
+def test_translations_that_are_the_references_are_not_graded(tmp_path):
+    references = load_multi30k("test_2016_flickr", "en")
+    handed_in = tmp_path / "translations.de-en.txt"
+    handed_in.write_text("\n".join(references) + "\n", encoding="utf-8")
+    with pytest.raises(Wrong, match=r"1,000 of 1,000 lines are test_2016_flickr's references word for word"):
+        translation_bleu(handed_in, "test_2016_flickr", "en")
+    recorded = ROOT / "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run: 40.7
+    assert 40 < translation_bleu(recorded, "test_2016_flickr", "en") < 42
 
 
 # ---------------------------------------------------------------------------------------------

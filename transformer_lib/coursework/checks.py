@@ -209,8 +209,13 @@ def standing_in(namespaces: tuple[dict, ...], **names: Any) -> Iterator[None]:
 _MISSING = object()
 
 
+REFERENCE_SHARE = 0.25  # lines identical to the references beyond which a file is not graded (models: ~5 %)
+BLEU_CEILING = 60.0  # far above any system trained on Multi30k alone (the best are in the low 40s)
+
+
 @functools.cache
-def _bleu_of(path: str, modified: float, split: str, lang: str) -> float:
+def _bleu_of(path: str, modified: float, split: str, lang: str) -> tuple[float, int, int]:
+    """(BLEU, lines identical to their reference, lines) of a translations file."""
     from transformer_lib.data import load_multi30k
     from transformer_lib.metrics import sacrebleu_score
 
@@ -218,15 +223,24 @@ def _bleu_of(path: str, modified: float, split: str, lang: str) -> float:
     references = load_multi30k(split, lang)
     if len(hypotheses) != len(references):
         raise Wrong(f"{path} has {len(hypotheses)} lines; {split} has {len(references)} sentences, one a line")
-    return sacrebleu_score(hypotheses, references)
+    same = sum(h.strip() == r.strip() for h, r in zip(hypotheses, references, strict=True))
+    return sacrebleu_score(hypotheses, references), same, len(references)
 
 
 def translation_bleu(path: Any, split: str, lang: str) -> float:
     """Cased sacreBLEU of a file of translations (one a line) against a Multi30k split, as lesson 11 scores.
 
-    Computed once per file and modification time: a capstone's tests ask for it many times.
+    Computed once per file and modification time: a capstone's tests ask for it many times. A file
+    that is mostly the references themselves (they ship with the dataset), or that scores beyond
+    any model trained on Multi30k, is not graded: Wrong says why, for the instructor to read by hand.
     """
     path = Path(defined(path, "the translations file"))
     if not path.is_file():
         raise Wrong(f"no file {path}: hand in your translations with the notebook")
-    return _bleu_of(str(path.resolve()), path.stat().st_mtime, split, lang)
+    bleu, same, lines = _bleu_of(str(path.resolve()), path.stat().st_mtime, split, lang)
+    if same > REFERENCE_SHARE * lines or bleu > BLEU_CEILING:
+        raise Wrong(
+            f"{path.name}: {same:,} of {lines:,} lines are {split}'s references word for word, BLEU {bleu:.1f} "
+            f"(a trained model: about 5 % and 40): not graded automatically (your instructor reads it by hand)"
+        )
+    return bleu

@@ -52,7 +52,8 @@ if hasattr(_tl_signal, "setitimer"):
 """
 
 
-def _plugin_base() -> type:
+def plugin_base() -> type:
+    """Otter's plugin class to derive from, or ``object`` where Otter is not installed."""
     try:
         from otter.plugins import AbstractOtterPlugin
     except ImportError:  # this module still imports without Otter; only grading needs it
@@ -60,7 +61,7 @@ def _plugin_base() -> type:
     return AbstractOtterPlugin
 
 
-class CellTimeLimit(_plugin_base()):
+class CellTimeLimit(plugin_base()):
     """Otter plugin: stop a submission's cell after ``seconds`` (plugin config; default CELL_SECONDS)."""
 
     def before_execution(self, submission):

@@ -1,0 +1,133 @@
+"""Refuse to auto-grade a submission that changes the libraries its tests rely on.
+
+The hidden tests run in the same Python process as the submission, after it: a notebook that
+writes ``torch.allclose = lambda *a, **k: True`` would pass every comparison. :func:`tampering`
+reads each code cell (never running it) for an assignment to, or deletion of, an attribute of a
+module the tests use (``torch``, ``math``, ``numpy``, ``builtins``, ``transformer_lib``, ``otter``,
+``sacrebleu``), or of anything imported from one, directly or through ``setattr``/``delattr``.
+``torch.backends`` (``torch.backends.cudnn.deterministic = True``) is allowed.
+
+:class:`LibraryGuard`, an Otter plugin, runs it on each submission before it is executed and,
+when something is found, fails every auto-graded question with one line naming the cell: the
+instructor reads that notebook by hand. A reading of the source cannot see what code builds at
+run time (``exec``), so this stops the plain attempt, not a determined one.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+
+from transformer_lib.coursework.grading import plugin_base
+
+WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "otter", "sacrebleu")
+ALLOWED = ("torch.backends", "torch._dynamo.config", "torch._inductor.config")  # switches a learner may set
+ALWAYS = {"__builtins__": "builtins"}  # names bound without an import
+
+
+def _watched(module: str) -> bool:
+    return module.split(".")[0] in WATCHED and not module.startswith(ALLOWED)
+
+
+def _python(source: str) -> str:
+    """A cell's source as plain Python (IPython's ``!command`` and ``%magic`` lines turned into calls)."""
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except ImportError:
+        return source
+    return TransformerManager().transform_cell(source)
+
+
+def _imported(tree: ast.AST) -> dict[str, str]:
+    """Every name an import binds to a watched module or to something of one: {name: dotted origin}."""
+    names = dict(ALWAYS)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:  # import torch.nn.functional as F: F is torch.nn.functional
+                    names[alias.asname] = alias.name
+                else:  # import torch.nn: torch is torch
+                    names[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return {name: origin for name, origin in names.items() if _watched(origin)}
+
+
+def _dotted(node: ast.AST, names: dict[str, str]) -> str | None:
+    """``torch.nn.functional.softmax`` for an attribute chain rooted at a watched name, else None."""
+    parts = []
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in names:
+        return None
+    dotted = ".".join([names[node.id], *reversed(parts)])
+    return dotted if _watched(dotted) else None
+
+
+def _changes(tree: ast.AST, names: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, what) for each assignment, deletion, setattr or delattr that reaches into a watched module."""
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+            if node.args and (what := _dotted(node.args[0], names)):
+                attr = node.args[1] if len(node.args) > 1 else None
+                found.append((node.lineno, f"{what}.{attr.value if isinstance(attr, ast.Constant) else '?'}"))
+            continue
+        while targets:  # a, torch.x = ... and (torch.x, y) = ... alike; x[torch.arange(3)] = 0 is not a change
+            target = targets.pop()
+            if isinstance(target, (ast.Tuple, ast.List)):
+                targets += target.elts
+            elif isinstance(target, ast.Starred):
+                targets.append(target.value)
+            elif isinstance(target, (ast.Attribute, ast.Subscript)) and (what := _dotted(target, names)):
+                found.append((node.lineno, what))
+    return sorted(set(found))
+
+
+def tampering(cells: list[str]) -> str | None:
+    """One line naming the first change to a watched library in the code cells, or None."""
+    sources = [_python(source) for source in cells]
+    trees = []
+    for source in sources:
+        try:
+            trees.append(ast.parse(source))
+        except SyntaxError:  # the cell fails when run; its questions lose their points anyway
+            trees.append(ast.Module(body=[], type_ignores=[]))
+    names: dict[str, str] = {}
+    for tree in trees:  # a notebook's imports hold in every later cell (and, run out of order, earlier)
+        names.update(_imported(tree))
+    for number, tree in enumerate(trees, start=1):
+        for line, what in _changes(tree, names):
+            return (
+                f"Wrong: code cell {number}, line {line} changes {what}, which the tests rely on: "
+                "not graded automatically (your instructor grades this notebook by hand)"
+            )
+    return None
+
+
+class LibraryGuard(plugin_base()):
+    """Otter plugin: every auto-graded question fails, with the reason, when :func:`tampering` finds a change."""
+
+    finding: str | None = None
+
+    def before_execution(self, submission):
+        self.finding = tampering([cell.source for cell in submission.cells if cell.cell_type == "code"])
+        return submission
+
+    def after_grading(self, results):
+        if self.finding is None:
+            return
+        for test_file in results.results.values():
+            test_file.test_case_results = [
+                dataclasses.replace(result, message=self.finding, passed=False)
+                for result in test_file.test_case_results
+            ]
+        results.set_output(self.finding)
