@@ -213,9 +213,14 @@ def write_record(folder: Path, record: dict) -> None:
         possible = record["assignments"][s["assignment"]]["points"]
         points = f"{sum(s['scores'].values()):g}/{possible:g}"
         lines.append(f"{s['assignment'] + ': ' + s['submission']:<52} {points:>6}  {s['seconds']:>5.0f} s")
-        if s["submission"] != "student notebook":  # what it lost, in the autograder's words
+        if s["submission"] != "student notebook":  # what it lost, in the autograder's words, once per message
+            questions: dict[str, list[str]] = {}
             for question, message in s["why"].items():
-                lines += textwrap.wrap(f"{question}: {message}", 86, initial_indent="  ", subsequent_indent="    ")
+                questions.setdefault(message, []).append(question)
+            for message, asked in questions.items():
+                lines += textwrap.wrap(
+                    f"{', '.join(asked)}: {message}", 86, initial_indent="  ", subsequent_indent="    "
+                )
     env = record["environment"]
     lines.append("")
     summary = (
