@@ -178,6 +178,15 @@ def test_each_assignment_has_its_questions_with_the_points_its_prompts_state(mas
     assert all(c["stated"] == c["points"] for c in configs), [(c["name"], c["stated"], c["points"]) for c in configs]
 
 
+@pytest.mark.parametrize("master", MASTERS, ids=lambda p: p.stem)
+def test_each_assignment_is_graded_with_the_guard_then_the_cell_time_limit(master):
+    config = yaml.safe_load(nbformat.read(master, as_version=4).cells[0].source.split("\n", 1)[1])
+    assert config["generate"]["plugins"] == [
+        "transformer_lib.coursework.guard.LibraryGuard",  # first: the cells it names are the student's
+        "transformer_lib.coursework.grading.CellTimeLimit",
+    ]
+
+
 def test_every_assignment_has_a_seeded_mistake():
     mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text(encoding="utf-8"))
     assert sorted(mistakes) == sorted(m.parent.name for m in MASTERS)

@@ -5,7 +5,8 @@ writes ``torch.allclose = lambda *a, **k: True`` would pass every comparison. :f
 reads each code cell (never running it) for an assignment to, or deletion of, an attribute of a
 module the tests use (``torch``, ``math``, ``numpy``, ``builtins``, ``transformer_lib``, ``otter``,
 ``sacrebleu``), or of anything imported from one, directly or through ``setattr``/``delattr``.
-``torch.backends`` (``torch.backends.cudnn.deterministic = True``) is allowed.
+Settings are allowed: ``torch.backends`` (``torch.backends.cudnn.deterministic = True``) and
+``torch.compile``'s configurations.
 
 :class:`LibraryGuard`, an Otter plugin, runs it on each submission before it is executed and,
 when something is found, fails every auto-graded question with one line naming the cell: the
@@ -114,7 +115,11 @@ def tampering(cells: list[str]) -> str | None:
 
 
 class LibraryGuard(plugin_base()):
-    """Otter plugin: every auto-graded question fails, with the reason, when :func:`tampering` finds a change."""
+    """Otter plugin: every auto-graded question fails, with the reason, when :func:`tampering` finds a change.
+
+    List it before :class:`.grading.CellTimeLimit` in a master's plugins, so that the cell numbers
+    it names are the student's own (that plugin inserts a cell of its own at the top).
+    """
 
     finding: str | None = None
 
