@@ -99,6 +99,7 @@ CHANGED = {
     "import torch\ntorch.__dict__['allclose'] = None": "torch.__dict__",
     "from transformer_lib.coursework import checks as c\nc.close = None": "transformer_lib.coursework.checks.close",
     "__builtins__.isinstance = None": "builtins.isinstance",
+    "import pickle\npickle.dump = print": "pickle.dump",
     "!echo magic lines are read too\nimport numpy as np\nnp.pi = 3": "numpy.pi",
 }
 UNCHANGED = [

@@ -4,7 +4,8 @@ The hidden tests run in the same Python process as the submission, after it: a n
 writes ``torch.allclose = lambda *a, **k: True`` would pass every comparison. :func:`tampering`
 reads each code cell (never running it) for an assignment to, or deletion of, an attribute of a
 module the tests use (``torch``, ``math``, ``numpy``, ``builtins``, ``transformer_lib``, ``otter``,
-``sacrebleu``), or of anything imported from one, directly or through ``setattr``/``delattr``.
+``sacrebleu``, and ``pickle``, which carries Otter's results out of the process), or of anything
+imported from one, directly or through ``setattr``/``delattr``.
 Settings are allowed: ``torch.backends`` (``torch.backends.cudnn.deterministic = True``) and
 ``torch.compile``'s configurations.
 
@@ -21,7 +22,7 @@ import dataclasses
 
 from transformer_lib.coursework.grading import plugin_base
 
-WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "otter", "sacrebleu")
+WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "otter", "sacrebleu", "pickle")
 ALLOWED = ("torch.backends", "torch._dynamo.config", "torch._inductor.config")  # switches a learner may set
 ALWAYS = {"__builtins__": "builtins"}  # names bound without an import
 
