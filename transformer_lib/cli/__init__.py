@@ -100,7 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="_build/assignments", help="where to write them (default _build/assignments)")
     p.add_argument("--run-tests", action="store_true", help="also run each solution against its tests (Otter)")
     p.add_argument("--release", help="pin the package for the semester: a release tag, vX.Y.Z (default: main)")
-    p = sub.add_parser("grade", help="grade submissions with an assignment's autograder zip (Otter), into a CSV")
+    p = sub.add_parser(
+        "grade",
+        help="grade submissions with an assignment's autograder zip (Otter), into a CSV",
+        description="Grade submissions with an assignment's autograder zip (Otter), into a CSV. A submission "
+        "is a program: grading runs it with your account's rights, so grade in a container, a virtual "
+        "machine or a spare account (or on Gradescope, which isolates each one).",
+    )
     p.add_argument("autograder", help="the assignment's autograder.zip (from the assign command)")
     p.add_argument("submissions", nargs="+", help="notebooks (.ipynb), zips, or folders of them")
     p.add_argument("--csv", help="write points per question and submission to this CSV file")
