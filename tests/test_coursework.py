@@ -153,6 +153,9 @@ def test_translations_that_are_the_references_are_not_graded(tmp_path):
     handed_in.write_text("\n".join(references) + "\n", encoding="utf-8")
     with pytest.raises(Wrong, match=r"1,000 of 1,000 lines are test_2016_flickr's references word for word"):
         translation_bleu(handed_in, "test_2016_flickr", "en")
+    handed_in.write_text("\n".join(r.rsplit(" ", 1)[0] for r in references) + "\n", encoding="utf-8")  # a word short
+    with pytest.raises(Wrong, match=r" 0 of 1,000 lines .* BLEU [6-9]\d\.\d "):  # no line the same, a BLEU no model has
+        translation_bleu(handed_in, "test_2016_flickr", "en")
     recorded = ROOT / "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run: 40.7
     assert 40 < translation_bleu(recorded, "test_2016_flickr", "en") < 42
 
