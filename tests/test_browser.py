@@ -87,3 +87,30 @@ def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(open_page, 
     assert "request leaves the machine: https://example.com/logo.png" in found, found
     assert any(p.startswith("console error: ") and "undefinedFunction" in p for p in found), found
     assert any(p.startswith("scrolls sideways: 'xxx") for p in found), found
+
+
+# How many characters a lesson's code block shows on a line before it wraps: the first code cell's
+# block, filled with x's one at a time until it takes a second line.
+COLUMNS_SHOWN = """(() => {
+  const pre = document.querySelector(".bd-article div.cell_input div.highlight pre");
+  const old = pre.innerHTML;
+  pre.textContent = "x";
+  const one = pre.getBoundingClientRect().height;
+  let n = 1;
+  while (n < 200 && pre.getBoundingClientRect().height === one) pre.textContent = "x".repeat(++n);
+  pre.innerHTML = old;
+  return n - 1;
+})()"""
+
+
+def test_a_lessons_code_shows_its_formatted_width_without_wrapping(open_page, serve_folder):
+    """The lessons' code is formatted to ruff's line length (notebooks/ruff.toml); on a laptop's
+    screen (conftest.VIEWPORT) a line that long must fit its block, not wrap mid-expression."""
+    page = "notebooks/04_attention.html"
+    if not (SITE / page).is_file():
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    ruff = (SITE.parent.parent / "notebooks/ruff.toml").read_text(encoding="utf-8")
+    columns = int(re.search(r"^line-length = (\d+)", ruff, re.M)[1])  # tomllib: Python 3.11+
+    with serve_folder(SITE) as base:
+        shown = open_page(base + page, script=COLUMNS_SHOWN).value
+    assert shown >= columns, f"a code block shows {shown} characters a line; the lessons' code is {columns} wide"
