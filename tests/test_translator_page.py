@@ -70,16 +70,18 @@ def site(open_page, serve_folder):
 
 
 # Page JavaScript: `until(ok)` resolves once `ok()` is true, polling every 20 ms; it rejects when
-# `ok` throws or after 120 s. `choose(id, value)` picks `value` in the menu `id` as a reader does:
-# the page hears of it through the menu's change event.
+# `ok` throws or after 120 s, with what the page's status lines said then. `choose(id, value)` picks
+# `value` in the menu `id` as a reader does: the page hears of it through the menu's change event.
 HELPERS = """
+const statusLines = () => [...document.querySelectorAll('[id$="-status"]')].map((e) => `"${e.textContent}"`).join(", ");
 const until = (ok) => new Promise((resolve, reject) => {
   const start = Date.now();
   const poll = () => {
     try {
       if (ok()) resolve();
-      else if (Date.now() - start > 120000) reject(new Error("the page did not answer within 120 s"));
-      else setTimeout(poll, 20);
+      else if (Date.now() - start > 120000) {
+        reject(new Error(`the page did not answer within 120 s; its status lines said ${statusLines()}`));
+      } else setTimeout(poll, 20);
     } catch (error) {
       reject(error);
     }
@@ -262,6 +264,9 @@ def test_a_model_that_failed_to_load_is_loaded_again_on_the_next_try(site):
         + """
           const status = document.getElementById("translator-status");
           const button = document.getElementById("translator-button");
+          // A sentence of its own: the box's first example may not have arrived yet (on a slow machine
+          // the page's load event comes first), and an empty box is refused before any load.
+          document.getElementById("translator-input").value = "A dog runs on the beach.";
           choose("translator-direction", "en_de");  // starts the load that fails; Translate awaits it
           button.click();
           await until(() => status.dataset.error && !button.disabled);
