@@ -211,6 +211,7 @@ _MISSING = object()
 
 REFERENCE_SHARE = 0.25  # lines identical to the references beyond which a file is not graded (models: ~5 %)
 BLEU_CEILING = 60.0  # far above any system trained on Multi30k alone (the best are in the low 40s)
+BY_HAND = "not graded automatically (your instructor grades it by hand)"  # the end of every refusal
 
 
 @functools.cache
@@ -241,6 +242,6 @@ def translation_bleu(path: Any, split: str, lang: str) -> float:
     if same > REFERENCE_SHARE * lines or bleu > BLEU_CEILING:
         raise Wrong(
             f"{path.name}: {same:,} of {lines:,} lines are {split}'s references word for word, BLEU {bleu:.1f} "
-            f"(a trained model: about 5 % and 40): not graded automatically (your instructor reads it by hand)"
+            f"(a trained model: about 5 % and 40): {BY_HAND}"
         )
     return bleu

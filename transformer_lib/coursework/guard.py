@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 
+from transformer_lib.coursework.checks import BY_HAND
 from transformer_lib.coursework.grading import plugin_base
 
 WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "otter", "sacrebleu", "pickle")
@@ -108,10 +109,7 @@ def tampering(cells: list[str]) -> str | None:
         names.update(_imported(tree))
     for number, tree in enumerate(trees, start=1):
         for line, what in _changes(tree, names):
-            return (
-                f"Wrong: code cell {number}, line {line} changes {what}, which the tests rely on: "
-                "not graded automatically (your instructor grades this notebook by hand)"
-            )
+            return f"Wrong: code cell {number}, line {line} changes {what}, which the tests rely on: {BY_HAND}"
     return None
 
 
