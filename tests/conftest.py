@@ -32,6 +32,7 @@ def mirror() -> Path:
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen: the width decides what fits the column
+SCROLLBAR = 17  # pixels a classic (not overlay) scrollbar takes from the page's width, as on Windows
 
 
 @pytest.fixture(scope="session")
@@ -97,16 +98,17 @@ INSPECT = """async () => {
 
 @pytest.fixture(scope="session")
 def open_page(browser):
-    """``open_page(url, timeout=60, script=None)``: load the page in a fresh context, wait, inspect it.
+    """``open_page(url, timeout=60, script=None, viewport=VIEWPORT)``: load the page in a fresh context, wait,
+    inspect it.
 
     ``script``, a JavaScript expression (a promise is awaited), then runs in the page, as a
     reader's actions would: its value is the report's ``value``, and what it caused (requests,
     errors) is in the report too.
     """
 
-    def open_(url: str, timeout: float = 60, script: str | None = None) -> PageReport:
+    def open_(url: str, timeout: float = 60, script: str | None = None, viewport: dict = VIEWPORT) -> PageReport:
         report = PageReport(url)
-        context = browser.new_context(viewport=VIEWPORT)
+        context = browser.new_context(viewport=viewport)
         context.set_default_timeout(timeout * 1000)
         page = context.new_page()
         page.on("request", lambda request: report.requests.append(request.url))

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SCROLLBAR, VIEWPORT
+
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
 SITE = Path(__file__).parent.parent / "_build" / "html"
@@ -105,12 +107,14 @@ COLUMNS_SHOWN = """(() => {
 
 def test_a_lessons_code_shows_its_formatted_width_without_wrapping(open_page, serve_folder):
     """The lessons' code is formatted to ruff's line length (notebooks/ruff.toml); on a laptop's
-    screen (conftest.VIEWPORT) a line that long must fit its block, not wrap mid-expression."""
+    screen (conftest.VIEWPORT), less a classic scrollbar's width (Windows), a line that long must fit
+    its block, not wrap mid-expression."""
     page = "notebooks/04_attention.html"
     if not (SITE / page).is_file():
         pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
     ruff = (SITE.parent.parent / "notebooks/ruff.toml").read_text(encoding="utf-8")
     columns = int(re.search(r"^line-length = (\d+)", ruff, re.M)[1])  # tomllib: Python 3.11+
     with serve_folder(SITE) as base:
-        shown = open_page(base + page, script=COLUMNS_SHOWN).value
+        viewport = {**VIEWPORT, "width": VIEWPORT["width"] - SCROLLBAR}
+        shown = open_page(base + page, script=COLUMNS_SHOWN, viewport=viewport).value
     assert shown >= columns, f"a code block shows {shown} characters a line; the lessons' code is {columns} wide"
