@@ -228,6 +228,43 @@ def test_grade_refuses_what_is_not_an_autograder_or_a_submission(tmp_path, capsy
     assert "no submissions besides the autograder" in capsys.readouterr().err
 
 
+# Otter's last lines, as `otter run` printed them for such notebooks (an R kernel, another
+# assignment's notebook, one with no assignment, one that is not JSON), and what the CSV says instead.
+OTTER_LINES = {
+    "jupyter_client.kernelspec.NoSuchKernel: No such kernel named ir": "the notebook asks for a kernel named ir: set "
+    "its kernel to Python 3, save it, grade it again",
+    "otter.run.run_autograder.utils.OtterRuntimeError: Received submission for assignment 'a2_attention' (this is "
+    "assignment 'a1_tokens_positions')": "this is a notebook of a2_attention, not a1_tokens_positions: grade it with "
+    "a2_attention's autograder.zip",
+    "otter.run.run_autograder.utils.OtterRuntimeError: Received submission for assignment 'None' (this is assignment "
+    "'a1_tokens_positions')": "this notebook names no assignment: it is not the student notebook of "
+    "a1_tokens_positions (ask for that one)",
+    "nbformat.reader.NotJSONError: Notebook does not appear to be JSON: 'not json\\n'": "not a notebook Jupyter can "
+    "read (not JSON): ask for the .ipynb as Jupyter saved it",
+    "MemoryError: out of memory": "MemoryError: out of memory",  # anything else: as Otter said it
+}
+
+
+@pytest.mark.parametrize("line", OTTER_LINES)
+def test_why_a_notebook_was_not_graded_says_what_to_do(line):
+    assert grading.plain_failure(line) == OTTER_LINES[line]
+
+
+def test_a_notebook_that_cannot_be_graded_is_zero_out_of_the_assignments_points(tmp_path):
+    """Not 0/0: a gradebook must see the points missed. The total is read from the tests, never run."""
+    autograder = tmp_path / "autograder.zip"
+    with zipfile.ZipFile(autograder, "w") as archive:
+        archive.writestr("otter_config.json", json.dumps({"assignment_name": "a9", "lang": "python"}))
+        archive.writestr("tests/q1.py", "from otter.test_files import test_case\n\nname = 'q1'\npoints = 3\n")
+        archive.writestr("tests/q2.py", "name = 'q2'\npoints = 2.5\nraise SystemExit('never run')\n")
+    submission = tmp_path / "hurried.ipynb"
+    submission.write_text("not json\n", encoding="utf-8")
+    assert grading.possible_points(autograder) == 5.5
+    (score,) = grading.grade_one(autograder, submission)
+    assert (score.points, score.possible) == (0.0, 5.5)
+    assert score.message == "not graded: " + OTTER_LINES[next(line for line in OTTER_LINES if "NotJSON" in line)]
+
+
 def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
     """--release vX.Y.Z: what students and the autograder install is that tag, everywhere main was named."""
     copy = grading.pinned(ROOT / "assignments", "v9.8.7", tmp_path)

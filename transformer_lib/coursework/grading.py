@@ -15,6 +15,7 @@ on this machine without Docker. This module adds what a course needs around them
 
 from __future__ import annotations
 
+import ast
 import csv
 import json
 import os
@@ -183,6 +184,53 @@ def _first_failure(output: str) -> str:
     return lines[-1] if lines else ""
 
 
+def possible_points(autograder: Path) -> float:
+    """The assignment's points: the ``points = N`` of each question's test file in the zip (read, never run).
+
+    ``assign`` writes one per question, from the master's ``points``; a not-graded submission is zero
+    out of this, so that a gradebook sees what was missed.
+    """
+    total = 0.0
+    with zipfile.ZipFile(autograder) as archive:
+        for name in archive.namelist():
+            if name.startswith("tests/") and name.endswith(".py"):
+                for node in ast.parse(archive.read(name).decode("utf-8")).body:
+                    if (
+                        isinstance(node, ast.Assign)
+                        and [getattr(t, "id", None) for t in node.targets] == ["points"]
+                        and isinstance(node.value, ast.Constant)
+                    ):
+                        total += float(node.value.value)
+    return total
+
+
+# What Otter (or Jupyter) says when it cannot grade a notebook at all, and what the instructor can do.
+_OTTER_FAILURES = (
+    (r"NotJSONError", lambda m: "not a notebook Jupyter can read (not JSON): ask for the .ipynb as Jupyter saved it"),
+    (
+        r"Received submission for assignment 'None' \(this is assignment '(.*?)'\)",
+        lambda m: f"this notebook names no assignment: it is not the student notebook of {m[1]} (ask for that one)",
+    ),
+    (
+        r"Received submission for assignment '(.*?)' \(this is assignment '(.*?)'\)",
+        lambda m: f"this is a notebook of {m[1]}, not {m[2]}: grade it with {m[1]}'s autograder.zip",
+    ),
+    (
+        r"No such kernel named (\S+)",
+        lambda m: f"the notebook asks for a kernel named {m[1]}: set its kernel to Python 3, save it, grade it again",
+    ),
+)
+
+
+def plain_failure(line: str) -> str:
+    """Otter's last line when a notebook could not be graded at all, in words an instructor can act on."""
+    for pattern, say in _OTTER_FAILURES:
+        found = re.search(pattern, line)
+        if found:
+            return say(found)
+    return line
+
+
 def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS) -> list[Score]:
     """``otter run`` one submission in its own process; every question's points, or zero and why."""
     with tempfile.TemporaryDirectory() as out:
@@ -198,7 +246,8 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
             failed = f"grading stopped after {seconds} s"
         results = Path(out, "results.json")
         if failed or not results.exists():
-            return [Score(submission.name, "-", 0.0, 0.0, f"not graded: {failed or 'Otter wrote no results'}")]
+            why = plain_failure(failed) if failed else "Otter wrote no results"
+            return [Score(submission.name, "-", 0.0, possible_points(autograder), f"not graded: {why}")]
         tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
     scores = []
     for test in tests:
