@@ -265,6 +265,31 @@ def test_a_notebook_that_cannot_be_graded_is_zero_out_of_the_assignments_points(
     assert score.message == "not graded: " + OTTER_LINES[next(line for line in OTTER_LINES if "NotJSON" in line)]
 
 
+def test_a_notebook_naming_a_kernel_of_the_students_own_is_graded_with_python3(tmp_path):
+    """otter run starts the kernel a notebook names; Gradescope's Otter forces Python 3, and so does grade."""
+    cells = [nbformat.v4.new_code_cell("x = 1")]
+    own = nbformat.v4.new_notebook(cells=cells)
+    own.metadata["kernelspec"] = {"name": "conda-env-course-py", "display_name": "Python [conda env:course]"}
+    path = tmp_path / "student.ipynb"
+    nbformat.write(own, path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    copy = grading.as_python3(path, scratch)
+    assert copy == scratch / "student.ipynb"
+    graded = nbformat.read(copy, as_version=4)
+    assert graded.metadata.kernelspec.name == "python3" and graded.cells == own.cells
+    assert nbformat.read(path, as_version=4).metadata.kernelspec.name == "conda-env-course-py"  # untouched
+    # left as they are: a Python 3 notebook, one naming no kernel, one that is not JSON, a zip
+    own.metadata["kernelspec"]["name"] = "python3"
+    nbformat.write(own, path)
+    del own.metadata["kernelspec"]
+    nbformat.write(own, tmp_path / "no_kernel.ipynb")
+    (tmp_path / "broken.ipynb").write_text("not json", encoding="utf-8")
+    (tmp_path / "export.zip").write_bytes(b"PK")
+    for name in ("student.ipynb", "no_kernel.ipynb", "broken.ipynb", "export.zip"):
+        assert grading.as_python3(tmp_path / name, scratch) == tmp_path / name
+
+
 def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
     """--release vX.Y.Z: what students and the autograder install is that tag, everywhere main was named."""
     copy = grading.pinned(ROOT / "assignments", "v9.8.7", tmp_path)

@@ -231,12 +231,35 @@ def plain_failure(line: str) -> str:
     return line
 
 
+def as_python3(notebook: Path, folder: Path) -> Path:
+    """The notebook, or a copy in ``folder`` whose kernel is Python 3, as Gradescope's Otter grades it.
+
+    ``otter run`` starts the kernel a notebook names, and a student's may name one only their machine
+    has (``conda-env-course-py``, say): it would not be graded at all. Zips and notebooks that cannot
+    be read are left as they are (Otter says what is wrong with them).
+    """
+    if notebook.suffix != ".ipynb":
+        return notebook
+    try:
+        content = json.loads(notebook.read_text(encoding="utf-8"))
+        spec = content["metadata"]["kernelspec"]
+    except (ValueError, UnicodeDecodeError, KeyError, TypeError):
+        return notebook
+    if not isinstance(spec, dict) or spec.get("name") == "python3":
+        return notebook
+    spec["name"] = "python3"
+    copy = folder / notebook.name
+    copy.write_text(json.dumps(content), encoding="utf-8")
+    return copy
+
+
 def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS) -> list[Score]:
     """``otter run`` one submission in its own process; every question's points, or zero and why."""
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as scratch:
+        notebook = as_python3(submission, Path(scratch))
         try:
             result = subprocess.run(
-                [*_otter(), "run", "--no-logo", "-a", str(autograder), "-o", out, str(submission)],
+                [*_otter(), "run", "--no-logo", "-a", str(autograder), "-o", out, str(notebook)],
                 capture_output=True,
                 text=True,
                 timeout=seconds,
