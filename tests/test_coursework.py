@@ -290,6 +290,25 @@ def test_a_notebook_naming_a_kernel_of_the_students_own_is_graded_with_python3(t
         assert grading.as_python3(tmp_path / name, scratch) == tmp_path / name
 
 
+def test_a_folder_of_student_folders_is_found_and_each_row_says_whose(tmp_path):
+    """GitHub Classroom's layout: one folder a student, each holding a notebook of the same name."""
+    for student in ("alice", "bob"):
+        folder = tmp_path / "sec1" / student
+        (folder / ".ipynb_checkpoints").mkdir(parents=True)
+        for name in ("a2_attention.ipynb", ".ipynb_checkpoints/a2_attention-checkpoint.ipynb", "notes.txt"):
+            (folder / name).write_text("{}", encoding="utf-8")
+    (tmp_path / "sec2" / "alice").mkdir(parents=True)
+    (tmp_path / "sec2" / "alice" / "a2_attention.ipynb").write_text("{}", encoding="utf-8")
+    (tmp_path / "late.zip").write_bytes(b"PK")
+    found = grading.submissions_in([tmp_path / "sec1", tmp_path / "late.zip"])
+    assert list(found) == ["alice/a2_attention.ipynb", "bob/a2_attention.ipynb", "late.zip"]
+    assert found["bob/a2_attention.ipynb"] == tmp_path / "sec1" / "bob" / "a2_attention.ipynb"
+    # the same name from two folders: each row names its file's whole path, so no student is lost
+    found = grading.submissions_in([tmp_path / "sec1", tmp_path / "sec2"])
+    assert len(found) == 3 and "bob/a2_attention.ipynb" in found
+    assert (tmp_path / "sec2" / "alice" / "a2_attention.ipynb").as_posix() in found
+
+
 def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
     """--release vX.Y.Z: what students and the autograder install is that tag, everywhere main was named."""
     copy = grading.pinned(ROOT / "assignments", "v9.8.7", tmp_path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -282,22 +283,33 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
     return scores
 
 
-def submissions_in(paths: list[str | os.PathLike]) -> list[Path]:
-    """The submissions named, a folder standing for every notebook and zip in it."""
-    found: list[Path] = []
+def submissions_in(paths: list[str | os.PathLike]) -> dict[str, Path]:
+    """The submissions named, by the name their rows get.
+
+    A folder stands for every notebook and zip in it and in its subfolders (one a student, as GitHub
+    Classroom's are), each named by its path inside that folder (``alice/a2_attention.ipynb``); a file
+    named alone keeps its own name. Two files that would share a name are named by their whole paths.
+    """
+    named: list[tuple[str, Path]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found += sorted(p for p in path.iterdir() if p.suffix in (".ipynb", ".zip"))
+            for file in sorted(path.rglob("*")):
+                inside = file.relative_to(path)
+                if file.suffix in (".ipynb", ".zip") and file.is_file() and ".ipynb_checkpoints" not in inside.parts:
+                    named.append((inside.as_posix(), file))
         elif path.suffix not in (".ipynb", ".zip"):
             raise InvalidValue(f"{path} is not a submission: give notebooks (.ipynb), zips or folders of them")
         elif not path.is_file():
             raise MissingFile(f"no submission {path}")
         else:
-            found.append(path)
-    if not found:
+            named.append((path.name, path))
+    if not named:
         raise MissingFile(f"no submissions (.ipynb or .zip) in {', '.join(map(str, paths))}")
-    return found
+    files_of: dict[str, set[Path]] = {}
+    for name, file in named:
+        files_of.setdefault(name, set()).add(file.resolve())
+    return {name if len(files_of[name]) == 1 else file.as_posix(): file for name, file in named}
 
 
 def grade(
@@ -314,10 +326,14 @@ def grade(
         raise InvalidValue(f"{autograder} is not an autograder zip: give the autograder.zip that assign wrote")
     if seconds < 1:
         raise InvalidValue(f"the time limit must be at least 1 second, got {seconds}")
-    paths = [p for p in submissions_in(submissions) if p.resolve() != autograder.resolve()]
-    if not paths:
+    found = {name: p for name, p in submissions_in(submissions).items() if p.resolve() != autograder.resolve()}
+    if not found:
         raise MissingFile(f"no submissions besides the autograder in {', '.join(map(str, submissions))}")
-    scores = [score for path in paths for score in grade_one(autograder, path, seconds)]
+    scores = [
+        dataclasses.replace(score, submission=name)
+        for name, path in found.items()
+        for score in grade_one(autograder, path, seconds)
+    ]
     if csv_path is not None:
         write_csv(scores, Path(csv_path))
     return scores
