@@ -169,6 +169,12 @@ def main() -> int:
                 problems.append(f"{name} {label}: graded questions {sorted(got)}, expected {sorted(possible)}")
             elif loses is None and any(got.values()):
                 problems.append(f"{name} {label}: scored {got}, expected 0 everywhere")
+            if label == "student notebook":  # each test says what is missing; none crashes on a stub's None
+                problems += [
+                    f"{name} student notebook: {s.question} says '{s.message}', not what is missing"
+                    for s in scores
+                    if s.points < s.possible and not s.message.startswith(("Wrong", "AssertionError"))
+                ]
             elif loses is not None:
                 if got[loses] >= possible[loses]:
                     problems.append(f"{name} {label}: {loses} kept all its points")

@@ -15,12 +15,22 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+import torch
 import yaml
 
 import transformer_lib
 from transformer_lib.cli import main
 from transformer_lib.coursework import grading, guard
-from transformer_lib.coursework.checks import Wrong, call, defined, globals_of, standing_in, translation_bleu, without
+from transformer_lib.coursework.checks import (
+    Wrong,
+    call,
+    defined,
+    globals_of,
+    list_of,
+    standing_in,
+    translation_bleu,
+    without,
+)
 from transformer_lib.data import load_multi30k
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,6 +317,13 @@ def test_a_folder_of_student_folders_is_found_and_each_row_says_whose(tmp_path):
     found = grading.submissions_in([tmp_path / "sec1", tmp_path / "sec2"])
     assert len(found) == 3 and "bob/a2_attention.ipynb" in found
     assert (tmp_path / "sec2" / "alice" / "a2_attention.ipynb").as_posix() in found
+
+
+def test_list_of_says_what_a_stub_returned():
+    assert list_of((1, 2), "f") == [1, 2] and list_of([], "f") == []
+    for stub in (None, "ab", torch.zeros(2), {"a": 1}):
+        with pytest.raises(Wrong, match=f"^f should return a list, got {type(stub).__name__}$"):
+            list_of(stub, "f")
 
 
 def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):

@@ -103,6 +103,13 @@ def tensor_of(out: Any, shape: tuple[int, ...], what: str) -> Tensor:
     return out
 
 
+def list_of(out: Any, what: str) -> list:
+    """``out`` as a list (a tuple too), or Wrong saying what came back: a stub's None, not a TypeError."""
+    if not isinstance(out, (list, tuple)):
+        raise Wrong(f"{what} should return a list, got {type(out).__name__}")
+    return list(out)
+
+
 def close(a: Tensor, b: Tensor, atol: float = 1e-5) -> bool:
     """Equal to rounding, compared in float64 (NaN is never close)."""
     return bool(torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
