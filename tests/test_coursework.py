@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import re
+import subprocess
 import time
 import zipfile
 from pathlib import Path
@@ -32,6 +33,7 @@ from transformer_lib.coursework.checks import (
     without,
 )
 from transformer_lib.data import load_multi30k
+from transformer_lib.errors import InvalidValue
 
 ROOT = Path(__file__).resolve().parent.parent
 MASTERS = grading.masters(ROOT / "assignments")
@@ -324,6 +326,24 @@ def test_list_of_says_what_a_stub_returned():
     for stub in (None, "ab", torch.zeros(2), {"a": 1}):
         with pytest.raises(Wrong, match=f"^f should return a list, got {type(stub).__name__}$"):
             list_of(stub, "f")
+
+
+def test_a_release_is_pinned_only_from_its_own_checkout(tmp_path):
+    """Masters built from a newer checkout may use what the release lacks (a plugin, a helper): refused."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    package = tmp_path / "transformer_lib"
+    package.mkdir()
+    (package / "checks.py").write_text("def call(): ...\n", encoding="utf-8")
+    for step in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "v1"], ["tag", "v1.2.3"]):
+        subprocess.run(git + step, check=True, capture_output=True)
+    grading.check_release("v1.2.3", package)  # the release's own checkout
+    (package / "checks.py").write_text("def call(): ...\ndef list_of(): ...\n", encoding="utf-8")
+    with pytest.raises(InvalidValue, match=r"^this checkout's package is not v1\.2\.3's.*git checkout v1\.2\.3"):
+        grading.check_release("v1.2.3", package)
+    with pytest.raises(InvalidValue, match=r"^cannot tell whether this checkout is v9\.9\.9: no tag v9\.9\.9 here"):
+        grading.check_release("v9.9.9", package)
+    with pytest.raises(InvalidValue, match=r"--release takes a release tag like v0\.2\.0"):
+        grading.check_release("1.2.3", package)
 
 
 def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):

@@ -103,13 +103,18 @@ def masters(folder: str | os.PathLike) -> list[Path]:
 
 RELEASE_FORM = re.compile(r"v\d+\.\d+\.\d+")  # a release tag of the package: vX.Y.Z
 RELEASE_LINE = 'RELEASE = "main"'  # in each master's first cell: the package it installs where it is missing
+PACKAGE = Path(__file__).resolve().parents[1]  # transformer_lib/, whose code a release must match
+
+
+def _release_tag(release: str) -> None:
+    if not RELEASE_FORM.fullmatch(release):
+        raise InvalidValue(f"--release takes a release tag like v0.2.0 (see CHANGELOG.md), got {release!r}")
 
 
 def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
     """A copy of ``folder`` in ``scratch`` whose masters and autograder requirements install the
     package at ``release`` (a tag ``vX.Y.Z``) instead of ``main``: a semester's pin, set once."""
-    if not RELEASE_FORM.fullmatch(release):
-        raise InvalidValue(f"--release takes a release tag like v0.2.0 (see CHANGELOG.md), got {release!r}")
+    _release_tag(release)
     copy = scratch / "assignments"
     shutil.copytree(folder, copy)
     for master in masters(copy):
@@ -128,6 +133,32 @@ def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
     return copy
 
 
+def check_release(release: str, package: Path = PACKAGE) -> None:
+    """Refuse to pin ``release`` unless this checkout's package is that release's.
+
+    The masters are tested against the package beside them: built from a newer checkout, they may use
+    what ``release`` lacks (a plugin, a helper), and every submission would then fail to grade all
+    term. ``git diff`` of the package against the tag tells; without the tag it cannot.
+    """
+    _release_tag(release)
+    try:
+        differs = subprocess.run(
+            ["git", "-C", str(package), "diff", "--quiet", release, "--", "."], capture_output=True
+        ).returncode
+    except OSError:  # no git
+        differs = 128
+    if differs == 1:
+        raise InvalidValue(
+            f"this checkout's package is not {release}'s, so its assignments may use what {release} lacks: "
+            f"check out the release first (git checkout {release}), then build with --release {release}"
+        )
+    if differs:
+        raise InvalidValue(
+            f"cannot tell whether this checkout is {release}: no tag {release} here (git fetch --tags), "
+            f"or not a clone of the repository: clone it, git checkout {release}, then build"
+        )
+
+
 def build(
     folder: str | os.PathLike, out: str | os.PathLike, run_tests: bool = False, release: str | None = None
 ) -> list[Path]:
@@ -138,8 +169,11 @@ def build(
     ``run_tests`` Otter also runs each solution against its tests (the capstone's needs the
     student's translations file beside it); ``.ci/assignments.py`` grades every solution instead.
     With ``release`` (a tag ``vX.Y.Z``) the student notebooks and the autograder install that
-    release of the package, not ``main`` (:func:`pinned`).
+    release of the package, not ``main`` (:func:`pinned`), once :func:`check_release` has found this
+    checkout's package to be that release's.
     """
+    if release:
+        check_release(release)
     command, built = _otter(), []
     out = Path(out)
     with tempfile.TemporaryDirectory() as copies:
