@@ -138,12 +138,13 @@ def check_release(release: str, package: Path = PACKAGE) -> None:
 
     The masters are tested against the package beside them: built from a newer checkout, they may use
     what ``release`` lacks (a plugin, a helper), and every submission would then fail to grade all
-    term. ``git diff`` of the package against the tag tells; without the tag it cannot.
+    term. ``git diff`` of the package (``package``, by default this one's folder) against the tag
+    tells; without the tag it cannot.
     """
     _release_tag(release)
     try:
         differs = subprocess.run(
-            ["git", "-C", str(package), "diff", "--quiet", release, "--", "."], capture_output=True
+            ["git", "-C", str(package or PACKAGE), "diff", "--quiet", release, "--", "."], capture_output=True
         ).returncode
     except OSError:  # no git
         differs = 128
