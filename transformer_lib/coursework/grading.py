@@ -133,7 +133,7 @@ def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
     return copy
 
 
-def check_release(release: str, package: Path = PACKAGE) -> None:
+def check_release(release: str, package: Path | None = None) -> None:
     """Refuse to pin ``release`` unless this checkout's package is that release's.
 
     The masters are tested against the package beside them: built from a newer checkout, they may use
