@@ -60,8 +60,9 @@ def pytest_collection_modifyitems(items: list) -> None:
     files = Counter(item.path for item in items)
 
     def rank(item) -> tuple[int, int]:
-        if item.path.suffix == ".ipynb":  # named NN_title.ipynb
-            return (0, -int(item.path.name[:2]))
+        if item.path.suffix == ".ipynb":  # a lesson is named NN_title.ipynb; an appendix runs beside lesson 11
+            number = item.path.name[:2]
+            return (0, -int(number) if number.isdigit() else -11)
         return (1 if item.get_closest_marker("slow") else 2, -files[item.path])
 
     items.sort(key=rank)  # stable: the cells of a lesson keep their order
