@@ -1,0 +1,123 @@
+"""Every lesson's install cell installs this book's package, and refuses another one with the same import name.
+
+PyPI's ``transformer_lib`` is someone else's package that also imports as ``transformer_lib``. The
+cell (written by ``.ci/install_cell.py``) asks which distribution provides the importable one.
+Each case runs the cell in a fresh interpreter without site-packages (``-S``), on a folder that
+holds a fake package and its metadata, so the answer comes from that folder alone.
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def install_cell():
+    spec = importlib.util.spec_from_file_location("install_cell", ROOT / ".ci" / "install_cell.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def site(tmp_path: Path, distribution: str | None) -> Path:
+    """A folder with an importable transformer_lib, installed by ``distribution`` (None: no metadata)."""
+    (tmp_path / "transformer_lib").mkdir()
+    (tmp_path / "transformer_lib" / "__init__.py").write_text("", encoding="utf-8")
+    if distribution:
+        info = tmp_path / f"{distribution.replace('-', '_')}-0.1.0.dist-info"
+        info.mkdir()
+        metadata = f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1.0\n"
+        (info / "METADATA").write_text(metadata, encoding="utf-8")
+        (info / "top_level.txt").write_text("transformer_lib\n", encoding="utf-8")
+    return tmp_path
+
+
+def run_cell(source: str, folder: Path) -> subprocess.CompletedProcess:
+    """The cell in a new interpreter that sees only ``folder``; pip is not run but printed."""
+    fake_pip = (
+        "import sys, types\n"
+        "fake = types.ModuleType('subprocess')\n"
+        "fake.run = lambda command, check: print('RUN', command[-1])\n"
+        "sys.modules['subprocess'] = fake\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-S", "-c", fake_pip + source],
+        cwd=folder,
+        env={"PYTHONPATH": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_this_books_package_is_left_alone(install_cell, tmp_path):
+    result = run_cell(install_cell.cell_source("main"), site(tmp_path, "transformer-book"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""  # nothing installed
+
+
+def test_another_package_of_the_same_import_name_is_one_line_saying_what_to_do(install_cell, tmp_path):
+    result = run_cell(install_cell.cell_source("main"), site(tmp_path, "transformer_lib"))
+    assert result.returncode == 1 and "RUN" not in result.stdout
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == (
+        "OtherPackage: this transformer_lib is another package's (transformer_lib), not this book's: "
+        "run pip uninstall -y transformer_lib, restart the kernel and run this cell again"
+    )
+
+
+def test_in_a_notebook_the_refusal_is_that_one_line(install_cell, tmp_path):
+    namespace: dict = {}
+    source = install_cell.cell_source("main").replace("raise OtherPackage(", "error = OtherPackage(")
+    source = source.replace("elif others:", "elif True:").replace("if not owners:", "if False:")
+    exec(compile(source, "cell", "exec"), namespace)
+    lines = namespace["error"]._render_traceback_()  # what IPython prints instead of a traceback
+    assert len(lines) == 1 and lines[0].startswith("OtherPackage: this transformer_lib is another package's")
+
+
+@pytest.mark.parametrize(("ref", "suffix"), [("main", ""), ("v0.3.0", "@v0.3.0")])
+def test_without_it_the_cell_installs_the_book_at_its_version(install_cell, tmp_path, ref, suffix):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_cell(install_cell.cell_source(ref), empty)
+    repo = install_cell.repository()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"RUN transformer-book[book] @ git+{repo}{suffix}\n"
+
+
+def test_the_distribution_name_is_pyprojects():
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'name = "transformer-book"' in pyproject.split("[project]\n")[1].split("\n[")[0]
+
+
+def notebook(tmp_path: Path) -> Path:
+    """A copy of lesson 1."""
+    copy = tmp_path / "01_why_attention.ipynb"
+    copy.write_text((ROOT / "notebooks" / "01_why_attention.ipynb").read_text(encoding="utf-8"), encoding="utf-8")
+    return copy
+
+
+def test_a_release_points_the_badge_and_the_install_at_its_tag(install_cell, tmp_path):
+    copy = notebook(tmp_path)
+    assert install_cell.main(["write", "--ref", "v0.3.0", str(copy)]) == 0
+    assert install_cell.main(["check", "--ref", "v0.3.0", str(copy)]) == 0
+    assert install_cell.main(["check", "--ref", "main", str(copy)]) == 1
+    text = copy.read_text(encoding="utf-8")
+    assert "/blob/v0.3.0/notebooks/01_why_attention.ipynb" in text and "/blob/main/" not in text
+    cells = json.loads(text)["cells"]
+    first = next(c for c in cells if c["cell_type"] == "code")
+    assert "".join(first["source"]) == install_cell.cell_source("v0.3.0")
+    assert first["metadata"]["tags"] == ["remove-cell"]  # the site still leaves it out
+    assert install_cell.main(["write", str(copy)]) == 0  # and back to main
+    assert "/blob/main/notebooks/01_why_attention.ipynb" in copy.read_text(encoding="utf-8")
+
+
+def test_a_ref_that_is_no_release_is_refused(install_cell, tmp_path, capsys):
+    assert install_cell.main(["write", "--ref", "0.3", str(notebook(tmp_path))]) == 2
+    assert "--ref takes main or a release tag like v0.3.0" in capsys.readouterr().err
