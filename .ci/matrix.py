@@ -73,6 +73,18 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(command, check=True, **kwargs)
 
 
+def requirement_lines(path: Path) -> list[str]:
+    """The requirements of a requirements file, without comments, following its ``-r`` includes."""
+    found = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r "):
+            found += requirement_lines(path.parent / line.removeprefix("-r ").strip())
+        elif line:
+            found.append(line)
+    return found
+
+
 def prepare(entry: Entry) -> Path:
     """The entry's virtual environment with its PyTorch and the book's other requirements."""
     venv = VENVS / entry.name
@@ -82,10 +94,9 @@ def prepare(entry: Entry) -> Path:
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     run([*pip, "--upgrade", "pip"], env=env)
-    lines = [
-        line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    tools = [
+        line for line in requirement_lines(ROOT / "requirements.txt") if re.split(r"[=<>~ ;]", line)[0] in TEST_TOOLS
     ]
-    tools = [line for line in lines if re.split(r"[=<>~ ]", line)[0] in TEST_TOOLS]
     with tempfile.TemporaryDirectory() as tmp:
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text(f"torch=={entry.torch}\n", encoding="utf-8")

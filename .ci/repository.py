@@ -4,8 +4,9 @@
     python .ci/repository.py set URL          # a fork: write URL to _config.yml and every use
     python .ci/repository.py expect OWNER/NAME # fail unless _config.yml names that repository (the website workflow)
 
-Uses: the Colab badges and install cells of the notebooks and assignments, the README, the book's pages and
-pyproject.toml. A Colab badge must also name its own notebook on the configured branch. The site's
+Uses: the Colab badges and install cells of the notebooks and assignments, the README, the book's pages,
+pyproject.toml, CITATION.cff, CONTRIBUTING.md and the issue templates. A Colab badge must also name its own
+notebook on the configured branch. The site's
 address (``html.baseurl``, where GitHub Pages publishes OWNER/NAME: https://OWNER.github.io/NAME/),
 which the lessons use to link to the book's other pages, follows the repository's.
 """
@@ -19,7 +20,17 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-USES = ["README.md", "pyproject.toml", "book/*.md", "notebooks/*.ipynb", "assignments/*/*.ipynb", "assignments/*.txt"]
+USES = [
+    "README.md",
+    "pyproject.toml",
+    "CITATION.cff",
+    "CONTRIBUTING.md",
+    ".github/ISSUE_TEMPLATE/*.yml",
+    "book/*.md",
+    "notebooks/*.ipynb",
+    "assignments/*/*.ipynb",
+    "assignments/*.txt",
+]
 GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#@]|\.git\b|$)")
 SITE = re.compile(r"([\w-]+)\.github\.io/([\w.-]+?)(?=[/\"'\s)#]|$)")
 PLACEHOLDER = "OWNER/NAME"  # how the README names a fork's repository: not a use to check

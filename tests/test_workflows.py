@@ -89,13 +89,63 @@ def test_the_website_workflow_refuses_a_fork_that_kept_another_repositorys_addre
 def test_a_release_builds_from_pyproject_checks_the_tag_and_attaches_the_files():
     flow = workflow("release.yml")
     assert triggers(flow)["push"]["tags"] == ["v*.*.*"]
-    build = commands(flow["jobs"]["build"])
+    build = commands(flow["jobs"]["package"])
     assert 'python .ci/release.py check "${{ github.ref_name }}"' in build
     assert "python -m build" in build.splitlines() and "twine check --strict dist/*" in build.splitlines()
-    assert "gh release create" in commands(flow["jobs"]["github-release"])
+    release = flow["jobs"]["github-release"]
+    assert "gh release create" in commands(release) and set(release["needs"]) == {"package", "book"}
     pypi = flow["jobs"]["pypi"]
     assert pypi["if"] == "vars.PUBLISH_TO_PYPI == 'true'"  # off until the owner turns it on
     assert uses(pypi)[-1] == "pypa/gh-action-pypi-publish"
+    assert pypi["environment"]["url"] == "https://pypi.org/project/transformer-book/"
+
+
+def test_a_release_builds_its_site_lessons_and_pdf_at_the_tag_and_publishes_the_site():
+    flow = workflow("release.yml")
+    book = flow["jobs"]["book"]
+    lines = commands(book).splitlines()
+    assert 'python .ci/install_cell.py write --ref "${{ github.ref_name }}"' in lines
+    step = next(s for s in book["steps"] if "jupyter-book build" in s.get("run", ""))
+    assert step["env"]["BOOK_RELEASE"] == "${{ github.ref_name }}"  # the site says its version
+    ordered = [line.strip() for line in step["run"].splitlines()]
+    assert ordered.index("jupyter-book build . -W -n --keep-going") < ordered.index(
+        "python .ci/pdf.py book-dist/transformer-book.pdf"
+    )
+    assert "tar -czf book-dist/site.tar.gz -C _build/html ." in ordered  # the name .ci/site_versions.py downloads
+    install = lines.index('python .ci/install_cell.py write --ref "${{ github.ref_name }}"')
+    assert install < lines.index("jupyter-book build . -W -n --keep-going")  # the site shows the pinned lessons
+    assert load_script("site_versions").ASSET == "site.tar.gz"
+    website = flow["jobs"]["website"]
+    assert website["uses"] == "./.github/workflows/pages.yml" and website["needs"] == "github-release"
+    assert website["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    pages = workflow("pages.yml")
+    assert "workflow_call" in triggers(pages)
+    checkout = pages["jobs"]["build"]["steps"][0]
+    assert checkout["uses"].startswith("actions/checkout@") and checkout["with"]["ref"] == "main"
+    assert "python .ci/site_versions.py assemble _build/html --from-releases" in commands(pages["jobs"]["build"])
+
+
+# The majors each action's own documentation shows (Dependabot, .github/dependabot.yml, keeps them there).
+CURRENT = {
+    "actions/checkout": 5,
+    "actions/setup-python": 6,
+    "actions/cache": 5,
+    "actions/upload-artifact": 6,
+    "actions/download-artifact": 7,
+    "actions/upload-pages-artifact": 4,
+    "actions/deploy-pages": 4,
+}
+
+
+def test_the_actions_are_on_their_current_majors_and_dependabot_keeps_them_there():
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job in workflow(path.name)["jobs"].values():
+            for step in job.get("steps", []):
+                name, _, ref = step.get("uses", "@").partition("@")
+                if name in CURRENT:
+                    assert int(ref.removeprefix("v")) >= CURRENT[name], f"{path.name}: {name}@{ref}"
+    dependabot = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    assert {"package-ecosystem": "github-actions", "directory": "/"}.items() <= dependabot["updates"][0].items()
 
 
 def test_the_matrix_runs_weekly_and_on_tags_with_every_python_it_needs():

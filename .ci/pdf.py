@@ -1,0 +1,158 @@
+"""The book as one PDF: every lesson and page, with its figures, formulas and code.
+
+    python .ci/pdf.py [OUT]    # default: dist/transformer-book.pdf; needs Chromium (Debian's chromium)
+    python .ci/pdf.py --check PDF
+
+Jupyter Book 1 offers two ways: LaTeX (``--builder pdflatex``), which needs a TeX installation of
+gigabytes and turns the lessons' HTML outputs (tables, the translator pages) into LaTeX, often
+badly; or a browser printing the book's single-page build (``--builder singlehtml``). This uses
+the second: the PDF then shows what the site shows (MathJax's formulas, the stored figures, the
+highlighted code), with the Chromium the browser tests already use (``tests/conftest.py``), driven
+by Playwright so that the print waits until MathJax has typeset every formula.
+
+``--check`` opens a PDF with pypdf and fails unless it holds every lesson's title and at least one
+figure (an image) between each lesson's title and the next one's; tests/test_pdf.py runs it on the
+PDF this script built, where there is one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import http.server
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT = ROOT / "dist" / "transformer-book.pdf"
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+# What the print leaves out: the site's navigation, buttons and the in-browser translator's controls.
+PRINT_CSS = """
+.bd-header, .bd-sidebar-primary, .bd-sidebar-secondary, .bd-header-article, .bd-footer, .bd-footer-article,
+.prev-next-area, .headerlink, .version-switcher__container, .skip-link, #pst-back-to-top { display: none !important; }
+.bd-main .bd-content .bd-article-container { max-width: 100% !important; }
+pre, .highlight pre { white-space: pre-wrap !important; word-break: break-word; }
+img { max-width: 100% !important; page-break-inside: avoid; }
+"""
+
+
+def lessons() -> list[tuple[str, str]]:
+    """(notebook name, its title as its first heading says it: "1. Why attention"), in order."""
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "".join(next(c for c in cells if c["cell_type"] == "markdown")["source"])
+        found.append((path.name, re.search(r"^# (.+)$", text, re.M).group(1).strip()))
+    return found
+
+
+def build_singlehtml(out: Path) -> Path:
+    """The book as one HTML page (Jupyter Book's singlehtml builder); returns its folder."""
+    command = ["jupyter-book", "build", str(ROOT), "--builder", "singlehtml", "--path-output", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    folder = out / "_build" / "singlehtml"
+    if done.returncode != 0 or not (folder / "index.html").exists():
+        raise SystemExit(f"the single-page build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return folder
+
+
+@contextlib.contextmanager
+def serve(folder: Path) -> Iterator[str]:
+    """``folder`` on a localhost port (MathJax and the figures load as on the site)."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def print_pdf(folder: Path, pdf: Path) -> None:
+    """Chromium prints ``folder``/index.html to ``pdf`` once MathJax has typeset."""
+    from playwright.sync_api import sync_playwright
+
+    if CHROMIUM is None:
+        raise SystemExit("no Chromium on PATH: install Debian's chromium (apt-get install chromium)")
+    pdf.parent.mkdir(parents=True, exist_ok=True)
+    with serve(folder) as base, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(base + "index.html", wait_until="load", timeout=300_000)
+        page.evaluate(
+            "async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+            " { await MathJax.startup.promise; } }"
+        )
+        page.add_style_tag(content=PRINT_CSS)
+        page.emulate_media(media="print")
+        page.pdf(
+            path=str(pdf),
+            format="A4",
+            print_background=True,
+            margin={"top": "18mm", "bottom": "18mm", "left": "15mm", "right": "15mm"},
+            display_header_footer=True,
+            header_template="<span></span>",
+            footer_template='<div style="font-size:8px;width:100%;text-align:center">'
+            '<span class="pageNumber"></span> / <span class="totalPages"></span></div>',
+        )
+        browser.close()
+
+
+def normalized(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def problems(pdf: Path) -> list[str]:
+    """What the PDF lacks: a lesson's title, or a figure in a lesson (one line each)."""
+    from pypdf import PdfReader
+
+    pages = PdfReader(pdf).pages
+    texts = [normalized(page.extract_text() or "") for page in pages]
+    # Each lesson starts at the last page naming its title before the next lesson starts: the
+    # contents list and later cross-references name it too. Found from the last lesson back.
+    found, starts, limit = [], {}, len(pages) - 1
+    for name, title in reversed(lessons()):
+        at = [i for i, text in enumerate(texts[: limit + 1]) if normalized(title) in text]
+        if not at:
+            found.append(f"{name}: its title '{title}' is not in {pdf.name}")
+            continue
+        starts[name] = limit = at[-1]
+    ordered = sorted(starts.items(), key=lambda item: item[1])
+    for (name, start), (_, following) in zip(ordered, [*ordered[1:], (None, len(pages))], strict=True):
+        end = max(following - 1, start)
+        if sum(len(pages[i].images) for i in range(start, end + 1)) == 0:
+            found.append(f"{name}: no figure on its pages ({start + 1} to {end + 1})")
+    return sorted(found)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("pdf", nargs="?", type=Path, default=DEFAULT)
+    parser.add_argument("--check", action="store_true", help="only check an existing PDF")
+    args = parser.parse_args(argv)
+    if not args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            print_pdf(build_singlehtml(Path(tmp)), args.pdf)
+    if not args.pdf.exists():
+        print(f"no PDF at {args.pdf}: build it with python .ci/pdf.py {args.pdf}", file=sys.stderr)
+        return 2
+    found = problems(args.pdf)
+    print("\n".join(found) or f"{args.pdf}: {len(lessons())} lessons, each with its title and figures")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
