@@ -331,7 +331,7 @@ def rnn_vs_attention() -> Figure:
         390,
         "An RNN's path between two tokens against self-attention's",
         "Left: a recurrent network reads five tokens one after another; the first token reaches the last "
-        "through four hidden-state steps. Right: self-attention links every token to every other in one "
+        "hidden state in five steps, one after another. Right: self-attention links every token to every other in one "
         "step, so the path between any two tokens has length 1 and all positions are computed at once.",
     )
     words = ["the", "cat", "sat", "on", "it"]
@@ -350,7 +350,7 @@ def rnn_vs_attention() -> Figure:
     for a, b in pairwise(hidden):
         f.arrow((a.right, a.cy), (b.left, b.cy), colour=accent, width=2.2)
     f.text(30, 128, "hidden state h passed along, one step at a time", size=12, anchor="start", fill=MUTED)
-    f.text(235, 346, "first token to last: n − 1 = 4 steps in a row", size=13, fill=accent, weight="bold")
+    f.text(235, 346, "first token to last: n = 5 steps in a row", size=13, fill=accent, weight="bold")
     f.text(235, 366, "the path grows with n, and step t waits for step t − 1", size=12, fill=MUTED)
     # self-attention
     f.heading(460, 40, "Self-attention")
@@ -898,9 +898,9 @@ def kv_cache() -> Figure:
     f = Figure(
         "kv_cache",
         900,
-        500,
+        430,
         "The key-value cache during decoding",
-        "Four decoding steps, one a row. At step t only the new token is fed in: its key and value are appended "
+        "Three decoding steps, one a row. At step t only the new token is fed in: its key and value are appended "
         "to the cached K and V (orange), the earlier ones are read from the cache (blue), and only the new "
         "token's query attends over the whole cache, giving one new output row.",
     )
@@ -918,9 +918,9 @@ def kv_cache() -> Figure:
         f.text(x, 92, label, size=13, weight="bold")
     f.text(370, 110, "(batch, n_heads, t, d_head)", size=11, fill=MUTED)
     f.text(630, 110, "(batch, n_heads, t, d_head)", size=11, fill=MUTED)
-    words = ["<bos>", "A", "man", "rides"]
+    words = ["<bos>", "A", "man"]
     cw, ch = 44, 34
-    for t in range(1, 5):
+    for t in range(1, 4):
         cy = 100 + 70 * t
         f.text(20, cy + 4, f"t = {t}", size=12, anchor="start", fill=MUTED)
         token = f.box(60, cy - 18, 80, 36, words[t - 1], "data", weight="bold")
@@ -935,7 +935,7 @@ def kv_cache() -> Figure:
         f.box(772, cy - ch / 2, 96, ch, "1 new row", "data", size=12)
     f.text(430, 162, "softmax(q kᵀ / √d_head)", size=11, fill=MUTED)
     f.text(700, 162, "weights · V", size=11, fill=MUTED)
-    ly = 420
+    ly = 350
     f.rect(30, ly, 22, 16, *KINDS["new"], rx=4)
     f.text(60, ly + 13, "computed this step: the new token's q, k and v; k and v are appended", size=12, anchor="start")
     f.rect(30, ly + 26, 22, 16, *KINDS["attn"], rx=4)
@@ -1180,7 +1180,7 @@ def book_map() -> Figure:
     f.text(255, 262, "memory", size=12, anchor="start", fill=MUTED)
     f.arrow((gen.cx, dec.top), (gen.cx, gen.bottom))
     f.arrow((560, gen.top), (560, decode.bottom))
-    f.arrow((gen.left, 194), (165, 194), (165, train.bottom))
+    f.arrow((gen.left, 204), (165, 204), (165, train.bottom))
     f.arrow((decode.right, decode.cy), (translate.left, translate.cy))
     # embeddings, tokens
     emb = Box(60, 530, 780, 54)
