@@ -1,0 +1,148 @@
+"""What a course adopts the book by, and what a release publishes: checked without building anything.
+
+* A reader's set-up (requirements-lessons.txt) holds what the lessons import and none of the
+  toolchain; the maintainers' (requirements.txt) includes it; every Python the README names gets
+  an onnxruntime that has a wheel for it (.ci/resolve.py resolves the whole file per Python in CI).
+* The site of a release sits beside main's, with one version switcher (.ci/site_versions.py).
+* CITATION.cff, the licences, the contributing guide, the code of conduct and the issue templates.
+"""
+
+import importlib.util
+import json
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+import transformer_lib
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLCHAIN = {"jupyter-book", "nbval", "otter-grader", "pytest", "ruff", "build", "twine", "check-jsonschema"}
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def names(lines: list[str]) -> set[str]:
+    return {re.split(r"[=<>~ ;\[]", line)[0].lower() for line in lines}
+
+
+def test_a_reader_installs_what_the_lessons_need_and_no_toolchain():
+    resolve = load_script("resolve")
+    reader = names(resolve.requirements(ROOT / "requirements-lessons.txt", "3.11"))
+    assert not reader & TOOLCHAIN, reader & TOOLCHAIN
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    extra = re.search(r"^book = \[(.*)\]$", pyproject, re.M).group(1)
+    package = re.search(r"^dependencies = \[(.*?)\]", pyproject, re.M | re.S).group(1)
+    needed = names(re.findall(r'"([^"]+)"', extra + package))
+    assert needed <= reader, needed - reader  # the package's dependencies and its [book] extra
+    assert {"jupyterlab", "ipykernel"} <= reader
+    assert "-e ." in (ROOT / "requirements-lessons.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_maintainers_set_up_includes_the_readers():
+    resolve = load_script("resolve")
+    maintainers = names(resolve.requirements(ROOT / "requirements.txt", "3.11"))
+    assert names(resolve.requirements(ROOT / "requirements-lessons.txt", "3.11")) <= maintainers
+    assert TOOLCHAIN <= maintainers
+
+
+@pytest.mark.parametrize(("python", "onnxruntime"), [("3.10", "onnxruntime==1.23.*"), ("3.13", "onnxruntime==1.32.*")])
+def test_each_python_gets_an_onnxruntime_with_a_wheel_for_it(python, onnxruntime):
+    lines = load_script("resolve").requirements(ROOT / "requirements.txt", python)
+    assert [line for line in lines if line.startswith("onnxruntime")] == [onnxruntime]
+
+
+def test_the_pythons_resolved_start_at_the_packages_floor():
+    pythons = load_script("resolve").PYTHONS
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'requires-python = ">={pythons[0]}"' in pyproject
+    assert [int(p.split(".")[1]) for p in pythons] == list(range(10, 10 + len(pythons)))  # none skipped
+
+
+def test_a_releases_site_sits_beside_mains_with_one_switcher(tmp_path):
+    site_versions = load_script("site_versions")
+    main = tmp_path / "html"
+    main.mkdir()
+    (main / "index.html").write_text("main\n", encoding="utf-8")
+    archives = {}
+    for tag in ("v0.3.0", "v0.10.0"):
+        built = tmp_path / f"built-{tag}"
+        (built / "notebooks").mkdir(parents=True)
+        (built / "index.html").write_text(tag, encoding="utf-8")
+        (built / "notebooks" / "01.html").write_text(tag, encoding="utf-8")
+        archives[tag] = tmp_path / f"{tag}.tar.gz"
+        with tarfile.open(archives[tag], "w:gz") as tar:
+            tar.add(built, arcname=".")
+    entries = site_versions.assemble(main, archives, base="https://example.org/book/")
+    assert (main / "v0.3.0" / "notebooks" / "01.html").read_text(encoding="utf-8") == "v0.3.0"
+    assert [(e["version"], e["url"]) for e in entries] == [
+        ("dev", "https://example.org/book/"),
+        ("0.10.0", "https://example.org/book/v0.10.0/"),  # newest first: 10 > 3 as numbers
+        ("0.3.0", "https://example.org/book/v0.3.0/"),
+    ]
+    assert [e.get("preferred", False) for e in entries] == [False, True, False]
+    for folder in (main, main / "v0.3.0", main / "v0.10.0"):
+        assert json.loads((folder / "switcher.json").read_text(encoding="utf-8")) == entries
+    with pytest.raises(SystemExit, match="is not a release tag"):
+        site_versions.assemble(main, {"main": archives["v0.3.0"]})
+
+
+def test_the_site_names_its_version_and_leaves_thebe_out_without_its_button(monkeypatch):
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        import site_fixes
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    monkeypatch.delenv(site_fixes.RELEASE_ENV, raising=False)
+    assert site_fixes.release() is None
+    assert site_fixes.switcher_entry("https://x.org/b", None)["version"] == "dev"
+    monkeypatch.setenv(site_fixes.RELEASE_ENV, f"v{transformer_lib.__version__}")
+    assert site_fixes.release() == f"v{transformer_lib.__version__}"
+    monkeypatch.setenv(site_fixes.RELEASE_ENV, "v99.0.0")
+    with pytest.raises(RuntimeError, match="but the package is version"):
+        site_fixes.release()
+
+    class Script:
+        def __init__(self, filename, body=""):
+            self.filename, self.attributes = filename, {"body": body}
+
+    assert site_fixes._is_thebe(Script("_static/sphinx-thebe.js"))
+    assert site_fixes._is_thebe(Script(None, "const THEBE_JS_URL = 'x'"))
+    assert not site_fixes._is_thebe(Script("_static/scripts/bootstrap.js"))
+
+
+def test_citation_cff_names_the_packages_version_and_repository():
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0" and cff["title"] and cff["message"] and cff["authors"]
+    assert cff["version"] == transformer_lib.__version__  # .ci/release.py check refuses a tag otherwise
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    assert cff["repository-code"] == config["repository"]["url"] and cff["url"] == config["html"]["baseurl"]
+
+
+def test_the_files_a_course_adopts_a_book_by():
+    assert "CC BY 4.0" in (ROOT / "LICENSE-BOOK.md").read_text(encoding="utf-8")
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("MIT License")
+    assert "Contributor Covenant" in (ROOT / "CODE_OF_CONDUCT.md").read_text(encoding="utf-8")
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert "CODE_OF_CONDUCT.md" in contributing and "LICENSE-BOOK.md" in contributing
+    templates = {
+        p.name: yaml.safe_load(p.read_text(encoding="utf-8"))
+        for p in (ROOT / ".github" / "ISSUE_TEMPLATE").glob("*.yml")
+    }
+    assert {"erratum.yml", "instructor_question.yml"} <= set(templates)
+    for name in ("erratum.yml", "instructor_question.yml"):
+        assert templates[name]["name"] and templates[name]["description"] and templates[name]["body"]
+
+
+def test_built_files_stay_out_of_git_and_the_sdist_has_no_half_test_suite():
+    assert "dist/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert "prune tests" in (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines()
