@@ -93,11 +93,11 @@ def temperature_unscaled(q, k, v, tau):
     return (scores(q, k, scale=False) / tau).softmax(-1) @ v
 
 
-def additive_flipped(q, k, v, mask):
+def additive_mask_flipped(q, k, v, mask):
     return (scores(q, k) - 1e9 * mask).softmax(-1) @ v
 
 
-def additive_ignored(q, k, v, mask):
+def additive_mask_ignored(q, k, v, mask):
     return scores(q, k).softmax(-1) @ v
 
 
@@ -143,8 +143,8 @@ WRONG = [
     ("04.1", (temperature_multiplied,), "multiplied by τ"),
     ("04.1", (temperature_unscaled,), "1/√d_k"),
     ("04.1", (lambda q, k, v, tau: v,), "returned shape"),
-    ("04.2", (additive_flipped,), "True means 'may attend'"),
-    ("04.2", (additive_ignored,), "ignores the mask"),
+    ("04.2", (additive_mask_flipped,), "True means 'may attend'"),
+    ("04.2", (additive_mask_ignored,), "ignores the mask"),
     ("05.2", (torch.randn(2, 1, 512),), "with one token"),
     ("05.2", (torch.zeros(1, 4, 512),), "the outputs agree"),
     ("05.2", (torch.randn(1, 4, 64),), "shape (batch, seq, 512)"),

@@ -161,11 +161,13 @@ def _temperature(attention_with_temperature: Any) -> str:
 
 
 @_exercise("04.2", "Masking by adding a large negative number instead of masked_fill(-inf)")
-def _additive_mask(additive_attention: Any) -> str:
+def _additive_mask(attention_with_additive_mask: Any) -> str:
     q, k, v = inputs(3, 6, 16, seed=4), inputs(3, 6, 16, seed=5), inputs(3, 6, 8, seed=6)
     mask = inputs(3, 6, 6, seed=7) > 0
     mask[..., 0], mask[..., 1] = True, False  # every row keeps a key, and so does the flipped mask
-    out = tensor_of(additive_attention(q, k, v, mask), (3, 6, 8), "additive_attention(q, k, v, mask)")
+    out = tensor_of(
+        attention_with_additive_mask(q, k, v, mask), (3, 6, 8), "attention_with_additive_mask(q, k, v, mask)"
+    )
     if close(out, _reference_attention(q, k, v, mask)):
         return "equal to masked_fill(-inf) to rounding in float32"
     if close(out, _reference_attention(q, k, v, ~mask)):
