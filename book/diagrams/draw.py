@@ -643,7 +643,8 @@ def transformer() -> Figure:
         "The whole Transformer, labelled with the package's class names",
         "The paper's Figure 1, data flowing upward. Left, the encoder: source ids, TokenEmbedding, plus "
         "SinusoidalPositionalEncoding, then N EncoderLayers of multi-head self-attention and FeedForward, each "
-        "with Add & Norm. Right, the decoder: target ids shifted right, TokenEmbedding plus positions, then N "
+        "with Add & Norm. Right, the decoder: target ids shifted right, the same TokenEmbedding (tied by default) "
+        "plus positions, then N "
         "DecoderLayers of masked self-attention, cross-attention over the encoder's memory and FeedForward. "
         "The generator, a Linear layer from d_model to vocab_size, and a softmax give the next-token probabilities.",
     )
@@ -692,7 +693,7 @@ def transformer() -> Figure:
     frame(enc, e_top, "EncoderLayer × N", -1)
     frame(dec, d_top, "DecoderLayer × N", 1)
     e_add = tower(enc, -1, "src_embed", "source ids", "(batch, src_len)")
-    d_add = tower(dec, 1, "tgt_embed", "target ids, shifted right", "(batch, tgt_len), from <bos>")
+    d_add = tower(dec, 1, "tgt_embed (tied)", "target ids, shifted right", "(batch, tgt_len), from <bos>")
     e = stack(f, enc, e_items, bottom, gap=30)
     d = stack(f, dec, d_items, bottom, gap=30)
     f.up(enc, e_add.top, e[0].bottom)
