@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import signal
 import sys
 import threading
@@ -32,10 +33,25 @@ class Wrong(AssertionError):
     """The answer is wrong, and the message says how (an AssertionError, as graders expect)."""
 
 
+# (source, "ErrorType: message") of each cell that failed while a submission was graded: the grading
+# kernel's first cell records them (grading.CellTimeLimit), so that a missing answer says why.
+FAILED_CELLS: list[tuple[str, str]] = []
+
+
 def defined(answer: Any, name: str) -> Any:
-    """The answer itself, or Wrong when its cell never defined it (Otter passes None for a missing name)."""
+    """The answer itself, or Wrong when its cell never defined it (Otter passes None for a missing name).
+
+    When the cell that should define it failed while being graded, the line says with what error,
+    naming a failed import as one.
+    """
     if answer is None or answer is Ellipsis:
-        raise Wrong(f"{name} is not defined yet: write it, then run its cell and fix any error it shows")
+        word = name.split("(")[0].split()[0]
+        pattern = re.compile(rf"^\s*(def|class)\s+{re.escape(word)}\b|^{re.escape(word)}\s*=", re.M)
+        failed = next((error for source, error in FAILED_CELLS if pattern.search(source)), None)
+        if failed is None:
+            raise Wrong(f"{name} is not defined yet: write it, then run its cell and fix any error it shows")
+        kind = "an import failed: " if failed.startswith(("ModuleNotFoundError", "ImportError")) else ""
+        raise Wrong(f"{name} is not defined: its cell stopped before defining it, {kind}{failed}")
     return answer
 
 
@@ -78,6 +94,8 @@ def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **
             _ENDLESS.add(code)
             raise Wrong(f"{name} {wrong}") from None
         raise
+    except NameError as error:
+        raise Wrong(f"{name} raised NameError: {error} (an import missing, or a cell that failed?)") from None
     except Exception as error:
         raise Wrong(f"{name} raised {type(error).__name__}: {error}") from None
 

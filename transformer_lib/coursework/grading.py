@@ -29,6 +29,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from transformer_lib.errors import InvalidValue, MissingFile
 
 CELL_SECONDS = 60  # any one cell of a submission, when graded
@@ -36,21 +38,29 @@ SUBMISSION_SECONDS = 900  # the whole submission: what is left is graded zero wi
 
 # Run in the grading kernel before the submission's first cell: every cell the learner wrote runs
 # under an alarm; Otter's own cells (they call .check or name otter) are left alone, their tests
-# being limited call by call.
+# being limited call by call. A cell that fails is recorded (checks.FAILED_CELLS), so that a test
+# finding its answer undefined can say why: the cell's error, a failed import say.
 _LIMIT_CELL = """\
 import signal as _tl_signal
+_tl_timed = hasattr(_tl_signal, "setitimer")
+_tl_source = [""]
 def _tl_stop(signum, frame):
     raise TimeoutError("this cell ran for more than {seconds} s and was stopped (an endless loop?)")
 def _tl_start(info):
-    source = getattr(info, "raw_cell", "") or ""
-    if ".check(" not in source and "otter" not in source:
+    _tl_source[0] = getattr(info, "raw_cell", "") or ""
+    if _tl_timed and ".check(" not in _tl_source[0] and "otter" not in _tl_source[0]:
         _tl_signal.setitimer(_tl_signal.ITIMER_REAL, {seconds})
 def _tl_end(result):
-    _tl_signal.setitimer(_tl_signal.ITIMER_REAL, 0)
-if hasattr(_tl_signal, "setitimer"):
+    if _tl_timed:
+        _tl_signal.setitimer(_tl_signal.ITIMER_REAL, 0)
+    error = getattr(result, "error_before_exec", None) or getattr(result, "error_in_exec", None)
+    if error is not None:
+        from transformer_lib.coursework import checks as _tl_checks
+        _tl_checks.FAILED_CELLS.append((_tl_source[0], f"{{type(error).__name__}}: {{error}}"))
+if _tl_timed:
     _tl_signal.signal(_tl_signal.SIGALRM, _tl_stop)
-    get_ipython().events.register("pre_run_cell", _tl_start)
-    get_ipython().events.register("post_run_cell", _tl_end)
+get_ipython().events.register("pre_run_cell", _tl_start)
+get_ipython().events.register("post_run_cell", _tl_end)
 """
 
 
@@ -90,6 +100,8 @@ def masters(folder: str | os.PathLike) -> list[Path]:
     root = Path(folder)
     if not root.is_dir():
         raise MissingFile(f"no folder {root}: give the folder that holds the assignments (assignments/)")
+    if _is_master_folder(root):  # one assignment's folder: that assignment alone
+        return sorted(root.glob("*.ipynb"))
     found = []
     for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
         notebooks = sorted(sub.glob("*.ipynb"))
@@ -99,6 +111,18 @@ def masters(folder: str | os.PathLike) -> list[Path]:
     if not found:
         raise MissingFile(f"no assignments in {root}: each is a folder with one master notebook")
     return found
+
+
+def _is_master_folder(folder: Path) -> bool:
+    """Whether ``folder`` is one assignment's: it holds one notebook, whose first cell is Otter's config."""
+    notebooks = list(folder.glob("*.ipynb"))
+    if len(notebooks) != 1:
+        return False
+    try:
+        cells = json.loads(notebooks[0].read_text(encoding="utf-8"))["cells"]
+        return "".join(cells[0]["source"]).startswith("# ASSIGNMENT CONFIG")
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
 
 
 RELEASE_FORM = re.compile(r"v\d+\.\d+\.\d+")  # a release tag of the package: vX.Y.Z
@@ -178,7 +202,12 @@ def build(
     command, built = _otter(), []
     out = Path(out)
     with tempfile.TemporaryDirectory() as copies:
-        sources = masters(pinned(folder, release, Path(copies)) if release else folder)
+        if not release:
+            sources = masters(folder)
+        elif _is_master_folder(Path(folder)):  # one assignment, pinned with its folder's requirements
+            sources = masters(pinned(Path(folder).parent, release, Path(copies)) / Path(folder).name)
+        else:
+            sources = masters(pinned(folder, release, Path(copies)))
         out.mkdir(parents=True, exist_ok=True)
         for master in sources:
             target = out / master.parent.name
@@ -192,13 +221,32 @@ def build(
                     lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
                     raise InvalidValue(f"otter assign {master.name} failed: {lines[-1] if lines else 'no message'}")
                 zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
-                Path(scratch, "autograder", zips[0].name).rename(Path(scratch, "autograder", "autograder.zip"))
+                autograder = Path(scratch, "autograder", "autograder.zip")
+                Path(scratch, "autograder", zips[0].name).rename(autograder)
+                with zipfile.ZipFile(autograder, "a") as archive:  # for grade's rows; Otter ignores it
+                    archive.writestr(BY_HAND_FILE, json.dumps(by_hand_questions(master)))
                 if target.exists():
                     shutil.rmtree(target)
                 Path(scratch).rename(target)
                 Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
             built.append(target)
     return built
+
+
+BY_HAND_FILE = "by_hand.json"  # in each autograder zip: {question: points} of the questions graded by hand
+BY_HAND_MESSAGE = "graded by hand: read the answer in the notebook"
+
+
+def by_hand_questions(master: Path) -> dict[str, float]:
+    """The master's questions graded by hand (``manual: true``), with their points."""
+    found = {}
+    for cell in json.loads(master.read_text(encoding="utf-8"))["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "raw" and source.startswith("# BEGIN QUESTION"):
+            config = yaml.safe_load(source.split("\n", 1)[1])
+            if config.get("manual"):
+                found[config["name"]] = float(config.get("points", 0))
+    return found
 
 
 @dataclass(frozen=True)
@@ -209,7 +257,8 @@ class Score:
     question: str
     points: float
     possible: float
-    message: str  # the first line of what failed, or "passed"
+    message: str  # "passed", or the test that cost the points and the first line of why
+    by_hand: bool = False  # a question the instructor grades: points 0 here, to be entered by hand
 
 
 def _first_failure(output: str) -> str:
@@ -218,6 +267,42 @@ def _first_failure(output: str) -> str:
         if line.startswith(("AssertionError", "Wrong", "TimeoutError")) or "Error:" in line:
             return line
     return lines[-1] if lines else ""
+
+
+def test_cases(autograder: Path, question: str) -> list[tuple[str, float]]:
+    """(name, points) of each test of ``question`` in the zip, in the order Otter numbers them (read, never run)."""
+    with zipfile.ZipFile(autograder) as archive:
+        try:
+            tree = ast.parse(archive.read(f"tests/{question}.py").decode("utf-8"))
+        except (KeyError, SyntaxError):
+            return []
+    cases = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for decorator in node.decorator_list:
+                if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "test_case":
+                    keywords = {k.arg: k.value for k in decorator.keywords}
+                    points = keywords.get("points")
+                    cases.append((node.name, float(points.value) if isinstance(points, ast.Constant) else 0.0))
+    return cases
+
+
+def costly_failure(output: str, cases: list[tuple[str, float]]) -> str:
+    """The first failed test that carries points, named, with its first line of why.
+
+    Otter's output numbers a question's tests (``q2 - 1 result:``) and lists the public ones too,
+    which carry no points: naming the first failure could name one that cost nothing.
+    """
+    blocks = re.split(r"^\s*\S+ - (\d+) result:\s*$", output, flags=re.M)
+    failures = [
+        (int(number), block)
+        for number, block in zip(blocks[1::2], blocks[2::2], strict=True)
+        if "Test case passed" not in block
+    ]
+    for number, block in failures:
+        if 0 < number <= len(cases) and cases[number - 1][1] > 0:
+            return f"{cases[number - 1][0]}: {_first_failure(block)}"
+    return _first_failure(failures[0][1] if failures else output)
 
 
 def possible_points(autograder: Path) -> float:
@@ -306,16 +391,27 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
         results = Path(out, "results.json")
         if failed or not results.exists():
             why = plain_failure(failed) if failed else "Otter wrote no results"
-            return [Score(submission.name, "-", 0.0, possible_points(autograder), f"not graded: {why}")]
+            scores = [Score(submission.name, "-", 0.0, possible_points(autograder), f"not graded: {why}")]
+            return scores + by_hand_scores(autograder, submission.name)
         tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
     scores = []
     for test in tests:
         if test.get("max_score") is None:  # Otter's summary of the public tests: no points of its own
             continue
         points, possible = float(test.get("score") or 0), float(test["max_score"])
-        message = "passed" if points == possible else _first_failure(test.get("output") or "")
+        output = test.get("output") or ""
+        message = "passed" if points == possible else costly_failure(output, test_cases(autograder, test["name"]))
         scores.append(Score(submission.name, test["name"], points, possible, message))
-    return scores
+    return scores + by_hand_scores(autograder, submission.name)
+
+
+def by_hand_scores(autograder: Path, submission: str) -> list[Score]:
+    """A row for each question graded by hand (``by_hand.json`` in the zip), so that the totals add up."""
+    with zipfile.ZipFile(autograder) as archive:
+        if BY_HAND_FILE not in archive.namelist():
+            return []
+        questions = json.loads(archive.read(BY_HAND_FILE).decode("utf-8"))
+    return [Score(submission, q, 0.0, float(p), BY_HAND_MESSAGE, by_hand=True) for q, p in questions.items()]
 
 
 def submissions_in(paths: list[str | os.PathLike]) -> dict[str, Path]:
@@ -381,7 +477,10 @@ def write_csv(scores: list[Score], path: Path) -> None:
     with open(partial, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "question", "points", "possible", "message"])
-        writer.writerows([s.submission, s.question, f"{s.points:g}", f"{s.possible:g}", s.message] for s in scores)
+        writer.writerows(
+            [s.submission, s.question, "" if s.by_hand else f"{s.points:g}", f"{s.possible:g}", s.message]
+            for s in scores
+        )
     partial.replace(path)
 
 
@@ -390,8 +489,18 @@ def table(scores: list[Score]) -> str:
     lines = [("submission", "question", "points", "message")]
     for name in dict.fromkeys(s.submission for s in scores):
         mine = [s for s in scores if s.submission == name]
-        lines += [(name, s.question, f"{s.points:g}/{s.possible:g}", s.message) for s in mine]
-        lines.append((name, "total", f"{sum(s.points for s in mine):g}/{sum(s.possible for s in mine):g}", ""))
+        for s in mine:
+            lines.append((name, s.question, f"{'?' if s.by_hand else f'{s.points:g}'}/{s.possible:g}", s.message))
+        auto = [s for s in mine if not s.by_hand]
+        hand = sum(s.possible for s in mine if s.by_hand)
+        lines.append(
+            (
+                name,
+                "total",
+                f"{sum(s.points for s in auto):g}/{sum(s.possible for s in auto):g}",
+                f"+ {hand:g} by hand, {sum(s.possible for s in mine):g} in all" if hand else "",
+            )
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(3)]
     return "\n".join(
         ("  ".join(line[i].ljust(widths[i]) for i in range(3)) + "  " + line[3]).rstrip() for line in lines
