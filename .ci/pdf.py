@@ -31,8 +31,11 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "dist" / "transformer-book.pdf"
+PAGE = "print.html"  # the page printed, at the top of the single-page build
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 # What the print leaves out: the site's navigation, buttons and the in-browser translator's controls.
 PRINT_CSS = """
@@ -59,9 +62,14 @@ def build_singlehtml(out: Path) -> Path:
     command = ["jupyter-book", "build", str(ROOT), "--builder", "singlehtml", "--path-output", str(out)]
     done = subprocess.run(command, capture_output=True, text=True)
     folder = out / "_build" / "singlehtml"
-    if done.returncode != 0 or not (folder / "index.html").exists():
+    if done.returncode != 0 or not (folder / root_page()).exists():
         raise SystemExit(f"the single-page build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return folder
+
+
+def root_page() -> str:
+    """The single page's file: the book's root document (``_toc.yml``), e.g. book/intro.html."""
+    return yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"] + ".html"
 
 
 @contextlib.contextmanager
@@ -88,14 +96,29 @@ def print_pdf(folder: Path, pdf: Path) -> None:
     if CHROMIUM is None:
         raise SystemExit("no Chromium on PATH: install Debian's chromium (apt-get install chromium)")
     pdf.parent.mkdir(parents=True, exist_ok=True)
+    # The single page lies at book/intro.html but links its assets from the top of the build: a
+    # copy at the top finds them. A lesson names its diagrams by the site's public address, so
+    # that a notebook opened alone shows them: the copy takes them from this build instead.
+    html = (folder / root_page()).read_text(encoding="utf-8")
+    base_url = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"]["baseurl"]
+    (folder / PAGE).write_text(html.replace(base_url.rstrip("/") + "/_static/", "_static/"), encoding="utf-8")
     with serve(folder) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
-        page.goto(base + "index.html", wait_until="load", timeout=300_000)
+        page.goto(base + PAGE, wait_until="load", timeout=300_000)
         page.evaluate(
             "async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
             " { await MathJax.startup.promise; } }"
         )
+        broken, formulas, typeset = page.evaluate(
+            "() => [[...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src),"
+            " document.querySelectorAll('.math').length, document.querySelectorAll('mjx-container').length]"
+        )
+        if broken or typeset < formulas:
+            browser.close()
+            raise SystemExit(
+                f"the page is not whole: images not loaded {broken[:5]}; {typeset} of {formulas} formulas typeset"
+            )
         page.add_style_tag(content=PRINT_CSS)
         page.emulate_media(media="print")
         page.pdf(
