@@ -3,13 +3,20 @@
     python .ci/assignments.py                       # build into _build/assignments, grade, check
     python .ci/assignments.py --record results/coursework   # also write the record the instructors' page shows
 
-For each assignment (``python -m transformer_lib assign``): the student notebook holds no hidden
-test and no solution; the solution scores full marks; the untouched student notebook scores 0 on
-every auto-graded question and is still graded; each submission of ``assignments/mistakes.yaml``
-(the solution with a mistake seeded, or broken: a syntax error, an endless loop, a missing import)
-loses the points of the question it breaks and keeps every other question's, and one that changes
-a library the tests use, or hands in the references, gets no points from them. Solutions are graded
-one at a time and timed (the instructors' page reports those times); the rest two at a time.
+First, in one process and in seconds, every answer of ``assignments/variants.yaml``: each correct
+one (written differently from the master's) must get full marks, each wrong one (a mistake students
+make) must lose all of its question's points and no other's; a table says, for each question, how
+many of its wrong answers it catches.
+
+Then, with Otter, for each assignment (``python -m transformer_lib assign``): the student notebook
+holds no hidden test and no solution; the solution scores full marks; the untouched student
+notebook scores 0 on every auto-graded question and is still graded; each submission of
+``assignments/mistakes.yaml`` (the solution with a mistake seeded, or broken: a syntax error, an
+endless loop, a missing import) scores 0 on the question it breaks and keeps every other
+question's points, and one that changes a library the tests use, or hands in the references, gets
+no points from them; the solution with every question answered by its first correct variant scores
+full marks, as the fast check said. Solutions are graded one at a time and timed (the instructors'
+page reports those times); the rest two at a time.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import textwrap
 import time
@@ -32,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from transformer_lib import utils  # noqa: E402
-from transformer_lib.coursework import grading  # noqa: E402
+from transformer_lib.coursework import grading, variants  # noqa: E402
 from transformer_lib.data import load_multi30k  # noqa: E402
 from transformer_lib.files import write_text  # noqa: E402
 
@@ -69,6 +77,32 @@ def with_translations(notebook: Path, out: Path, name: str, shift: int = 0, refe
     return path
 
 
+def with_correct_variants(solution: Path, spec: dict, out: Path) -> Path:
+    """The solution with each question's cell replaced by its first correct variant (variants.yaml)."""
+    notebook = nbformat.read(solution, as_version=4)
+    master = variants.read_master(ROOT / "assignments" / solution.stem / solution.name)
+    for question, kinds in spec.items():
+        original = master.questions[question].solution
+        first = original.strip().splitlines()[0]  # "def attention(q, k, v, mask=None):"
+        cell = next((c for c in notebook.cells if c.cell_type == "code" and first in c.source), None)
+        if cell is None:
+            raise SystemExit(f"variants.yaml, {solution.stem} {question}: no cell of the solution holds {first!r}")
+        cell.source = variants.replaced(original, next(iter(kinds["correct"].values())))
+    path = out / "correct_variants.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def check_variants(spec: dict) -> list[str]:
+    """Grade every answer of variants.yaml in this process; print the table; the problems found."""
+    start = time.monotonic()
+    masters = {m.parent.name: m for m in grading.masters(ROOT / "assignments")}
+    verdicts = variants.check(masters, spec)
+    print(variants.caught_table(verdicts))
+    print(f"graded {len(verdicts)} answers of variants.yaml in {time.monotonic() - start:.0f} s")
+    return [problem for v in verdicts for problem in v.problems]
+
+
 def hidden_tests_leak(built: Path) -> list[str]:
     """Hidden tests named in the student notebook (its cells or the public tests it carries): none may be."""
     student = (built / "student" / f"{built.name}.ipynb").read_text(encoding="utf-8")
@@ -95,13 +129,15 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out)
     started = time.monotonic()
+    answers = yaml.safe_load((ROOT / "assignments/variants.yaml").read_text(encoding="utf-8"))
+    problems = check_variants(answers)
     built = grading.build(ROOT / "assignments", out)
     print(f"built {len(built)} assignments in {time.monotonic() - started:.0f} s")
     mistakes = yaml.safe_load((ROOT / "assignments/mistakes.yaml").read_text(encoding="utf-8"))
     submissions = out / "_submissions"
     submissions.mkdir(exist_ok=True)
 
-    problems, jobs, solutions = [], [], []
+    jobs, solutions = [], []
     for folder in built:
         name = folder.name
         zipped = folder / "autograder" / "autograder.zip"
@@ -129,16 +165,22 @@ def main() -> int:
                 path = seeded(folder / "autograder" / f"{name}.ipynb", spec, mine)
             loses = None if spec["loses"] == "all" else spec["loses"]  # None: zero everywhere
             jobs.append((name, zipped, path, spec["name"], loses))
+        if name in answers:  # Otter must agree with the fast check: full marks
+            path = with_correct_variants(folder / "autograder" / f"{name}.ipynb", answers[name], mine)
+            jobs.append((name, zipped, path, "every question's first correct variant", ""))
 
     record = {"assignments": {}, "submissions": []}
     for name, zipped, path in solutions:  # one at a time: their times go on the instructors' page
         start = time.monotonic()
         scores = grading.grade_one(zipped, path)
         seconds = time.monotonic() - start
+        by_hand = {s.question: s.possible for s in scores if s.by_hand}
+        scores = [s for s in scores if not s.by_hand]
         possible = {s.question: s.possible for s in scores}
         record["assignments"][name] = {
             "questions": possible,
             "points": sum(possible.values()),
+            "by_hand": by_hand,
             "solution_seconds": round(seconds, 1),
         }
         problems += [
@@ -159,7 +201,8 @@ def main() -> int:
     def run(job):
         _, zipped, path, _, _ = job
         start = time.monotonic()
-        return job, grading.grade_one(zipped, path), time.monotonic() - start
+        scores = [s for s in grading.grade_one(zipped, path) if not s.by_hand]
+        return job, scores, time.monotonic() - start
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         for (name, _, _, label, loses), scores, seconds in pool.map(run, jobs):
@@ -173,11 +216,12 @@ def main() -> int:
                 problems += [
                     f"{name} student notebook: {s.question} says '{s.message}', not what is missing"
                     for s in scores
-                    if s.points < s.possible and not s.message.startswith(("Wrong", "AssertionError"))
+                    if s.points < s.possible
+                    and not re.sub(r"^test_\w+: ", "", s.message).startswith(("Wrong", "AssertionError"))
                 ]
             elif loses is not None:
-                if got[loses] >= possible[loses]:
-                    problems.append(f"{name} {label}: {loses} kept all its points")
+                if loses and got[loses]:
+                    problems.append(f"{name} {label}: {loses} kept {got[loses]:g} of its {possible[loses]:g} points")
                 problems += [
                     f"{name} {label}: {q} lost points ({got[q]:g}/{possible[q]:g})"
                     for q in possible
@@ -208,10 +252,14 @@ def environment(total: float) -> dict:
 def write_record(folder: Path, record: dict) -> None:
     """grading.json (everything) and grading.txt (the table the instructors' page includes)."""
     folder.mkdir(parents=True, exist_ok=True)
-    lines = [f"{'assignment':<20} {'points':>6}  {'per question':<24} solution graded in"]
+    lines = [f"{'assignment':<20} {'points':>6}  {'per question (by hand)':<32} solution graded in"]
     for name, a in record["assignments"].items():
-        questions = ", ".join(f"{q} {p:g}" for q, p in a["questions"].items())
-        lines.append(f"{name:<20} {a['points']:>6g}  {questions:<24} {a['solution_seconds']:>5.0f} s")
+        by_hand = a.get("by_hand", {})
+        questions = ", ".join(
+            [f"{q} {p:g}" for q, p in a["questions"].items()] + [f"({q} {p:g})" for q, p in by_hand.items()]
+        )
+        points = a["points"] + sum(by_hand.values())
+        lines.append(f"{name:<20} {points:>6g}  {questions:<32} {a['solution_seconds']:>5.0f} s")
     lines += ["", f"{'submission':<52} {'points':>6}  graded in"]
     for s in record["submissions"]:
         if s["submission"] == "solution":

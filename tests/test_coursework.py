@@ -21,7 +21,7 @@ import yaml
 
 import transformer_lib
 from transformer_lib.cli import main
-from transformer_lib.coursework import grading, guard
+from transformer_lib.coursework import checks, grading, guard, variants
 from transformer_lib.coursework.checks import (
     Wrong,
     call,
@@ -96,6 +96,22 @@ def test_call_turns_a_failure_into_one_line_and_stops_an_endless_loop():
 def test_an_answer_never_written_says_so(answer):
     with pytest.raises(Wrong, match="is not defined yet: write it, then run its cell"):
         defined(answer, "attention")
+
+
+def test_an_answer_whose_cell_failed_says_with_what_a_failed_import_named(monkeypatch):
+    failed = [
+        ("import math\n\ndef split_heads(x, n):\n    pass", "SyntaxError: invalid syntax"),
+        ("import no_such_module\n\ndef attention(q, k, v):\n    pass", "ModuleNotFoundError: No module named 'x'"),
+    ]
+    monkeypatch.setattr(checks, "FAILED_CELLS", failed)
+    with pytest.raises(Wrong, match=r"^attention\(q, k, v\) is not defined: .* an import failed: ModuleNotFoundError"):
+        defined(None, "attention(q, k, v)")
+    with pytest.raises(Wrong, match=r"^split_heads is not defined: its cell stopped .*, SyntaxError"):
+        defined(None, "split_heads")
+    with pytest.raises(Wrong, match="merge_heads is not defined yet"):  # no failed cell defines it
+        defined(None, "merge_heads")
+    with pytest.raises(Wrong, match=r"raised NameError: name 'Counter' is not defined \(an import missing"):
+        call(lambda: Counter, name="f")  # noqa: F821
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,6 +217,28 @@ def test_each_assignment_is_graded_with_the_guard_then_the_cell_time_limit(maste
         "transformer_lib.coursework.guard.LibraryGuard",  # first: the cells it names are the student's
         "transformer_lib.coursework.grading.CellTimeLimit",
     ]
+
+
+def test_every_auto_graded_question_has_two_correct_and_three_wrong_variants():
+    answers = yaml.safe_load((ROOT / "assignments/variants.yaml").read_text(encoding="utf-8"))
+    for master in MASTERS:
+        if "capstone" in master.stem:  # graded by its translations' BLEU: mistakes.yaml's submissions
+            continue
+        graded = {c["name"] for c in questions(master) if not c.get("manual")}
+        mine = answers[master.parent.name]
+        assert set(mine) == graded, master.stem
+        for question, kinds in mine.items():
+            assert len(kinds["correct"]) >= 2 and len(kinds["wrong"]) >= 3, (master.stem, question)
+
+
+def test_public_tests_carry_no_points_and_hidden_ones_the_questions():
+    for master in MASTERS:
+        for question in variants.read_master(master).questions.values():
+            if question.manual:
+                continue
+            points = question.test_points()
+            assert all(points[t.name] == 0 for t in question.tests if not t.hidden), (master.stem, question.name)
+            assert sum(points.values()) == question.points, (master.stem, question.name)
 
 
 def test_every_assignment_has_a_seeded_mistake():
@@ -370,13 +408,50 @@ def test_scores_table_and_csv(tmp_path):
     scores = [
         grading.Score("alice.ipynb", "q1", 3, 3, "passed"),
         grading.Score("alice.ipynb", "q2", 0, 2, "Wrong: off by one"),
+        grading.Score("alice.ipynb", "q3", 0, 2, grading.BY_HAND_MESSAGE, by_hand=True),
     ]
-    assert grading.table(scores).splitlines()[-1].split() == ["alice.ipynb", "total", "3/5"]
+    assert grading.table(scores).splitlines()[-1].split() == [
+        *("alice.ipynb", "total", "3/5", "+", "2", "by", "hand,", "7", "in", "all")
+    ]
     grading.write_csv(scores, tmp_path / "grades.csv")
-    assert (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()[
-        2
-    ] == "alice.ipynb,q2,0,2,Wrong: off by one"
+    lines = (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[2:] == ["alice.ipynb,q2,0,2,Wrong: off by one", f"alice.ipynb,q3,,2,{grading.BY_HAND_MESSAGE}"]
     assert not list(tmp_path.glob("*.partial"))
+
+
+OTTER_OUTPUT = """q2 results:
+    q2 - 1 result:
+        \u274c Test case failed
+        Error at line 12 in test q2:
+              mask = tensor_of(call(decoder_mask, tokens))
+        Wrong: the mask should be boolean, got torch.int64
+
+    q2 - 2 result:
+        \u274c Test case failed
+        Error at line 27 in test q2:
+              raise Wrong(f"{n} entries are wrong")
+        Wrong: 36 of the mask's entries are wrong
+"""
+
+
+def test_the_message_names_the_test_that_cost_the_points_not_a_public_one(tmp_path):
+    autograder = tmp_path / "autograder.zip"
+    tests = (
+        "from otter.test_files import test_case\n\nname = 'q2'\npoints = 2\n\n"
+        "@test_case(points=0, hidden=False)\ndef test_small(decoder_mask):\n    pass\n\n"
+        "@test_case(points=2, hidden=True)\ndef test_hidden(decoder_mask):\n    pass\n"
+    )
+    with zipfile.ZipFile(autograder, "w") as archive:
+        archive.writestr("tests/q2.py", tests)
+    cases = grading.test_cases(autograder, "q2")
+    assert cases == [("test_small", 0.0), ("test_hidden", 2.0)]
+    assert grading.costly_failure(OTTER_OUTPUT, cases) == "test_hidden: Wrong: 36 of the mask's entries are wrong"
+
+
+def test_assign_builds_one_assignment_given_its_folder():
+    master = ROOT / "assignments/a2_attention/a2_attention.ipynb"
+    assert grading.masters(master.parent) == [master]
+    assert grading.by_hand_questions(master) == {"q5": 2.0}
 
 
 def test_the_grading_record_has_the_masters_questions_and_points():
