@@ -8,8 +8,8 @@ onnxruntime 1.32 has none for 3.10) would stop a reader's command 1 there, and C
 it. So for each Python, pip resolves the whole of requirements.txt (its ``-r`` includes followed,
 environment markers evaluated for that Python, since pip evaluates them for the Python running it)
 for Linux x86-64, wheels only, with ``--dry-run``: pip reads each wheel's metadata from the index
-(PEP 658), never PyTorch's gigabytes, and installs nothing. About two minutes a Python on a first
-run, less once pip's cache has the metadata. The package itself (``-e .``) is left out: its
+(PEP 658), never PyTorch's gigabytes, and installs nothing. The Pythons resolve side by side: about two
+minutes on a first run, less once pip's cache has the metadata. The package itself (``-e .``) is left out: its
 dependencies are requirements.txt's own lines, pinned tighter.
 """
 
@@ -19,6 +19,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -66,10 +67,12 @@ def main(argv: list[str]) -> int:
     if unknown:
         print(f"no Python {', '.join(sorted(unknown))} here: choose from {', '.join(PYTHONS)}", file=sys.stderr)
         return 2
+    pythons = argv or list(PYTHONS)
+    with ThreadPoolExecutor(len(pythons)) as pool:  # side by side: each waits on the index, not the CPU
+        results = list(pool.map(resolve, pythons))
     failed = []
-    for python in argv or PYTHONS:
-        ok, summary = resolve(python)
-        print(f"Python {python}: {'resolves' if ok else 'does not resolve'}: {summary}", flush=True)
+    for python, (ok, summary) in zip(pythons, results, strict=True):
+        print(f"Python {python}: {'resolves' if ok else 'does not resolve'}: {summary}")
         if not ok:
             failed.append(python)
     if failed:
