@@ -138,12 +138,15 @@ def gap(a: Tensor, b: Tensor) -> str:
     return f"{(a.double() - b.double()).abs().max().item():.3g}"
 
 
-def expect_close(out: Tensor, expected: Tensor, what: str, atol: float = 1e-5) -> None:
-    """Wrong unless ``out`` equals ``expected`` to rounding, saying by how much they differ."""
+def expect_close(out: Tensor, expected: Tensor, what: str, atol: float = 1e-5, hint: str = "") -> None:
+    """Wrong unless ``out`` equals ``expected`` to rounding, saying by how much they differ and,
+    with ``hint``, where to look (a question to ask of one's code, never the expected values)."""
     if out.shape != expected.shape:
         raise Wrong(f"{what} has shape {tuple(out.shape)}, expected {tuple(expected.shape)}")
     if not close(out, expected, atol):
-        raise Wrong(f"{what} differs from the expected values by up to {gap(out, expected)}")
+        raise Wrong(
+            f"{what} differs from the expected values by up to {gap(out, expected)}{': ' if hint else ''}{hint}"
+        )
 
 
 def expect_number(got: Any, expected: float, what: str, rel_tol: float = 1e-6) -> None:
