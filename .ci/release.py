@@ -212,7 +212,9 @@ def main(argv: list[str]) -> int:
             print(f"--skip takes {', '.join(PRODUCTS)}", file=sys.stderr)
             return 2
         found = rehearse(skip)
-        print("\n".join(found) or f"v{version()}: ready to tag (every product built and checked)")
+        checked = ", ".join(p for p in PRODUCTS if p not in skip)
+        done = "ready to tag" if not skip else f"skipped {', '.join(sorted(skip))}: not yet ready to tag"
+        print("\n".join(found) or f"v{version()}: {checked} built and checked; {done}")
         return 1 if found else 0
     if args.tag is None:
         print(f"{args.command} needs a tag: python .ci/release.py {args.command} vX.Y.Z", file=sys.stderr)
