@@ -78,8 +78,10 @@ def script(name: str, root: Path):
 
 
 def run(command: list[str], cwd: Path, **env: str) -> str:
+    """``command`` in ``cwd``, importing transformer_lib from there (not from this checkout's editable install)."""
     print("$", " ".join(command), flush=True)
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env={**os.environ, **env})
+    env = {**os.environ, "PYTHONPATH": str(cwd), **env}
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise SystemExit(f"failed: {' '.join(command)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return done.stdout
