@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from transformer_lib.errors import MissingFile
-from transformer_lib.records import file_sweep, read_bytes, read_text
+from transformer_lib.records import file_sweep, main, read_bytes, read_text
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "results" / "multi30k"
@@ -85,6 +85,18 @@ def test_a_kept_file_stays_loose_until_a_second_filing_packs_it(sweep, tmp_path)
     assert not (top / "a" / "metrics.csv").exists()
     for name, data in files.items():
         assert read_bytes(top / name) == data, name
+
+
+def test_the_command_files_sweeps_then_packs_the_new_tokenizers(sweep, tmp_path, capsys):
+    top, files = sweep
+    tokenizers = tmp_path / "records" / "tokenizers"
+    assert main([str(top / "inner"), str(top), "--tokenizers", str(tokenizers)]) == 0
+    assert not tokenizers.exists() and tokenizers.with_name("tokenizers.tar.gz").is_file()
+    for name, data in files.items():
+        assert read_bytes(top / name) == data, name
+    assert main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no sweep folder") and len(err.splitlines()) == 1
 
 
 def test_a_missing_record_says_where_it_looked(tmp_path):

@@ -11,16 +11,19 @@ back in place, links included.
 
 :func:`read_bytes` and :func:`read_text` find a file either way, so code that reads
 ``read_text(run / "metrics.csv")`` works before and after a sweep is packed. :func:`file_sweep`
-packs a sweep's bulk that way.
+packs a sweep's bulk that way; ``python -m transformer_lib.records FOLDER`` does it for a sweep just
+unpacked into ``results/``.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import os
+import sys
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from transformer_lib.errors import MissingFile
@@ -155,4 +158,31 @@ def file_sweep(
     for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True):
         if not any(sub.iterdir()):
             sub.rmdir()
+    if not any(folder.iterdir()):  # all of it packed (the shared tokenizers): the archive stands for it
+        folder.rmdir()
     return archive
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m transformer_lib.records FOLDER...``: file each sweep folder, then the shared tokenizers.
+
+    Use it on a sweep unpacked into ``results/`` (``sweep --archive``'s ``.tar.gz`` extracted in
+    place): nested sweeps first, as given. A new tokenizer joins ``--tokenizers``' archive.
+    """
+    parser = argparse.ArgumentParser(prog="python -m transformer_lib.records", description=main.__doc__)
+    parser.add_argument("folders", nargs="+", type=Path, help="sweep folders under results/, nested ones first")
+    parser.add_argument("--tokenizers", type=Path, default=Path("results/multi30k/tokenizers"))
+    args = parser.parse_args(argv)
+    try:
+        for folder in args.folders:
+            print(f"{file_sweep(folder, args.tokenizers)}")
+        if args.tokenizers.is_dir():
+            print(f"{file_sweep(args.tokenizers, args.tokenizers)}")
+    except MissingFile as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
