@@ -18,21 +18,25 @@ is asserted anywhere).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
+from playwright.sync_api import sync_playwright
+
+from transformer_lib.utils import environment
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from conftest import CHROMIUM, VIEWPORT, serve  # noqa: E402  (the browser tests' Chromium and server)
-from transformer_lib.utils import environment  # noqa: E402
+VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen, as the browser tests see the site
 
 SENTENCES = {
     "de_en": "Ein Mann mit einem blauen Hut verkauft Obst auf dem Markt.",
@@ -85,6 +89,28 @@ MEASURE = """(async () => {
 })()"""
 
 
+@contextlib.contextmanager
+def site_server(folder: Path) -> Iterator[str]:
+    """``folder`` served by Python's own ``http.server`` in a child process on a free localhost port; yields its URL."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # until it answers: the child takes a moment to listen
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError(f"http.server did not start on port {port}")
+            time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        server.terminate()
+        server.wait()
+
+
 def first_visit(playwright, executable: str, url: str, script: str):
     """``script``'s value on ``url`` in a browser started for it: nothing cached, a reader's first visit."""
     browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
@@ -124,13 +150,13 @@ def main() -> int:
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more, got {args.repeat}")
     site = ROOT / "_build" / "html"
-    executable = CHROMIUM
+    executable = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if executable is None or not (site / "book" / "inside.html").is_file():
         print("error: needs Chromium and the built site (jupyter-book build .)", file=sys.stderr)
         return 2
     env = environment(__import__("torch").device("cpu"))
     rows = []
-    with serve(site) as base, sync_playwright() as playwright:
+    with site_server(site) as base, sync_playwright() as playwright:
         for direction, sentence in SENTENCES.items():
             runs = {False: [], True: []}
             for _ in range(args.repeat):

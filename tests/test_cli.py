@@ -3,12 +3,18 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
+from transformer_lib import TransformerConfig, checkpoint
+from transformer_lib.checkpoint import RunRecord, model_file
 from transformer_lib.cli import main
 from transformer_lib.cli.config import CONFIG_DIR, load_config
+from transformer_lib.decoding import DecodeConfig
+
+ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -79,6 +85,29 @@ def test_evaluate_and_translate(smoke_run):
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 2
+
+
+def test_every_command_that_reads_a_model_takes_its_run_folder(smoke_run, tmp_path):
+    """A folder means the model its scores measured (the averaged one, where the run averaged)."""
+    sentences = "Ein Hund läuft.\nZwei Männer.\n"
+    by_file = run("translate", "--checkpoint", str(model_file(smoke_run)), "--device", "cpu", stdin=sentences)
+    by_folder = run("translate", "--checkpoint", str(smoke_run), "--device", "cpu", stdin=sentences)
+    assert by_folder.returncode == 0, by_folder.stderr
+    assert by_folder.stdout == by_file.stdout and len(by_folder.stdout.splitlines()) == 2
+    expected = checkpoint.AVERAGED if (smoke_run / checkpoint.AVERAGED).exists() else checkpoint.CHECKPOINT
+    assert model_file(smoke_run) == smoke_run / expected
+    empty = run("evaluate", "--checkpoint", str(tmp_path), "--limit", "1", "--device", "cpu")
+    assert empty.returncode == 2 and empty.stderr.strip().startswith(f"error: no checkpoint in the folder {tmp_path}")
+
+
+def test_a_run_record_is_read_and_written_in_one_place():
+    """The committed translators' records read back as typed values, and write back unchanged."""
+    for path in sorted(ROOT.glob("results/**/*_*.model_fp16.pt"))[:2]:
+        state = checkpoint.load_checkpoint(path)
+        record = RunRecord.of(state)
+        assert path.name.startswith(record.direction) and isinstance(record.decoding, DecodeConfig)
+        assert record.model == TransformerConfig(**state["model_config"])
+        assert RunRecord.of({**state, **record.entries()}) == record
 
 
 def test_translate_keeps_blank_lines_and_skips_only_what_it_cannot_read(smoke_run):
@@ -234,5 +263,5 @@ def test_ctrl_c_while_a_finished_run_is_scored_says_how_to_score_it(mirror, tmp_
     code = main(["train", "--config", str(config), "--run-dir", str(run_dir), "--device", "cpu"])
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after the run's log lines
     assert code == 130 and last.startswith("interrupted: during evaluation"), last
-    assert f"evaluate --checkpoint {run_dir / 'checkpoint.pt'}" in last
+    assert last.endswith(f"evaluate --checkpoint {run_dir}")  # a run folder: the command finds its checkpoint
     assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "scores.json").exists()

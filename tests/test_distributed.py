@@ -12,8 +12,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from test_training import random_examples
 
-from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask, distributed
+from transformer_lib import TrainConfig, Trainer, Transformer, TransformerConfig, TranslationTask
 from transformer_lib.checkpoint import load_checkpoint
+from transformer_lib.training import distributed
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 

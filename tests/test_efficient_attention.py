@@ -79,7 +79,7 @@ def test_bad_kv_heads_are_one_line_errors():
         MultiHeadAttention(32, 4, n_kv_heads=3)
     with pytest.raises(InvalidValue, match="n_kv_heads must be a positive integer"):
         MultiHeadAttention(32, 4, n_kv_heads=0)
-    with pytest.raises(InvalidValue, match="n_kv_heads=3 must be a positive divisor of n_heads=8"):
+    with pytest.raises(InvalidValue, match="n_heads=8 must be divisible by n_kv_heads=3"):
         TransformerConfig(vocab_size=10, n_kv_heads=3)
 
 

@@ -211,7 +211,7 @@ def test_the_self_attention_of_encoder_and_decoder_equal_pytorchs(pytorch, mirro
 
 
 def test_a_model_with_rotary_positions_exports_and_computes_what_pytorch_does(tmp_path, mirror):
-    """The CPU recipes rotate queries and keys instead of adding sinusoids (issue 47): a reader's own
+    """The CPU recipes rotate queries and keys instead of adding sinusoids: a reader's own
     model must export too. Lesson 11's weights under ``positional: rotary`` (not what they were
     trained with, which does not matter here): ONNX Runtime's logits and greedy outputs are PyTorch's."""
     state = torch.load(DE_EN, weights_only=True)

@@ -10,8 +10,8 @@ from transformer_lib.family.bert import BERT, MaskedLMTask, SequenceClassifier, 
 from transformer_lib.family.gpt import GPT, LanguageModelTask, generate
 from transformer_lib.family.vit import VisionTransformer, ViTConfig, patchify
 from transformer_lib.reference import torch_encoder
-from transformer_lib.tasks import ClassificationTask, accuracy
 from transformer_lib.training import label_smoothed_cross_entropy
+from transformer_lib.training.tasks import ClassificationTask, accuracy
 
 VOCAB = 40
 

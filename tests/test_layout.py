@@ -15,7 +15,7 @@ import pytest
 import transformer_lib
 
 PACKAGE = Path(transformer_lib.__file__).parent
-# ``transformer_lib.__all__`` when the package was one folder (issue 38): a user's imports.
+# ``transformer_lib.__all__`` when the package was one folder: what users imported then must keep working.
 NAMES = [
     "AttentionCache",
     "BERT",
@@ -117,8 +117,23 @@ def test_every_module_says_what_it_is_for(path):
 
 def test_the_parts_are_folders_and_the_package_docstring_maps_them():
     parts = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert parts == {"family", "cli", "web", "coursework", "benchmarks"}
+    assert parts == {"training", "family", "cli", "web", "coursework", "benchmarks"}
     assert all(f"``{part}/``" in transformer_lib.__doc__ for part in parts)
+
+
+def test_the_top_folder_stays_small_enough_to_read():
+    """At most 20 modules beside the parts: a reader sees the Transformer's concepts at a glance."""
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 20, modules
+
+
+def test_no_class_is_longer_than_200_lines():
+    """A class a reader can hold in mind; what grows past that is another part, composed."""
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                assert node.end_lineno - start + 1 <= 200, f"{path.relative_to(PACKAGE)}: {node.name}"
 
 
 def test_every_command_is_still_there():
@@ -128,7 +143,7 @@ def test_every_command_is_still_there():
 
 PARTS = sorted(
     ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
-    for part in ("family", "cli", "web", "coursework")
+    for part in ("training", "family", "cli", "web", "coursework")
     for p in (PACKAGE / part).glob("*.py")
 )
 
@@ -146,7 +161,7 @@ def imported_modules(path: Path) -> set[str]:
     return found | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
 
 
-@pytest.mark.parametrize("part", ["web", "benchmarks", "coursework", "family"])
+@pytest.mark.parametrize("part", ["training", "web", "benchmarks", "coursework", "family"])
 def test_no_import_climbs_back_up_to_the_command_line(part):
     """The command line builds on the rest; loading and translating with a run are the core's."""
     for path in (PACKAGE / part).rglob("*.py"):

@@ -13,7 +13,6 @@ from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
 from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint, step_of
 from transformer_lib.checkpoint import snapshots as snapshot_files
-from transformer_lib.tasks import TranslationTask
 from transformer_lib.training import (
     TrainConfig,
     Trainer,
@@ -23,6 +22,7 @@ from transformer_lib.training import (
     steps_in_time,
     time_linear_lr,
 )
+from transformer_lib.training.tasks import TranslationTask
 
 DATA = Path(__file__).parent / "data"
 
@@ -174,7 +174,7 @@ def small_trainer(run_dir, **overrides):
 
 def test_a_checkpoint_written_before_the_trainer_was_split_still_resumes(tmp_path):
     """tests/data/checkpoint_v1: ``small_trainer(max_steps=5, checkpoint_every=5)`` trained by the Trainer of
-    b388fb0, which held its precision and its checkpoints itself (before Precision and RunState)."""
+    b388fb0, which held its precision and its checkpoints itself, before they became parts of their own."""
     whole = [r["loss"] for r in small_trainer(tmp_path / "whole").train() if "loss" in r]
     resumed = small_trainer(tmp_path / "old")
     resumed.load_state(load_checkpoint(DATA / "checkpoint_v1" / "checkpoint.pt"))
@@ -316,7 +316,7 @@ def test_in_a_terminal_validation_is_printed_above_the_bar(capsys, monkeypatch):
 
 def test_a_snapshot_is_what_a_run_stopped_there_would_average(tmp_path, monkeypatch):
     """snapshot_minutes: at each mark, the mean of the kept weights, equal to a shorter run's own."""
-    import transformer_lib.training as training
+    import transformer_lib.training.trainer as training
 
     settings = dict(max_steps=5, keep_last=2, checkpoint_every=1, grad_accum=1)
     timed = make_trainer(tmp_path / "timed", snapshot_minutes=(2, 3), **settings)
@@ -331,7 +331,7 @@ def test_a_snapshot_is_what_a_run_stopped_there_would_average(tmp_path, monkeypa
         step = snapshot["snapshot"]["step"]
         short = make_trainer(tmp_path / f"short{step}", **{**settings, "max_steps": step})
         short.train()
-        expected = average_checkpoints(kept_weights(short.run_dir))
+        expected = average_checkpoints(kept_weights(short.folder.path))
         assert all(torch.equal(snapshot["model"][k], expected[k]) for k in expected)
 
 
@@ -346,7 +346,7 @@ def test_bad_snapshot_minutes_are_refused(marks, match):
 
 def test_a_time_budget_and_its_snapshots_span_a_resume(tmp_path, monkeypatch):
     """Stopped after 3 of 5 minutes, a resumed run trains 2 more, as the uninterrupted run does."""
-    import transformer_lib.training as training
+    import transformer_lib.training.trainer as training
 
     settings = dict(max_minutes=5, snapshot_minutes=(2, 4), keep_last=2, checkpoint_every=1, grad_accum=1)
     current = []
@@ -370,7 +370,7 @@ def test_a_time_budget_and_its_snapshots_span_a_resume(tmp_path, monkeypatch):
 
 def test_in_a_log_file_progress_is_a_plain_line_a_minute(capsys, monkeypatch):
     """Where stderr is a file (a sweep's log), no redrawn bar: a line a minute, then the last one."""
-    import transformer_lib.training as training
+    import transformer_lib.training.trainer as training
 
     monkeypatch.delitem(sys.modules, "ipykernel", raising=False)
     clock = iter(range(0, 10_000, 25))  # each call to the clock: 25 s later
@@ -388,7 +388,7 @@ def test_in_a_log_file_progress_is_a_plain_line_a_minute(capsys, monkeypatch):
 def test_the_time_linear_schedule_reads_the_runs_time_across_a_resume(tmp_path, monkeypatch):
     """A step takes a minute of a 5-minute budget: the rate falls by a fifth of its peak a step, and a run
     stopped after 3 minutes and resumed sets the same rates as one that ran through."""
-    import transformer_lib.training as training
+    import transformer_lib.training.trainer as training
 
     settings = dict(max_minutes=5, schedule="time_linear", warmup=2, checkpoint_every=1, grad_accum=1)
     current = []

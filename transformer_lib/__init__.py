@@ -4,11 +4,12 @@ Each lesson of the book adds the final version of its component here; later less
 it instead of writing it again. The folders follow the book:
 
 * the top level, one module per concept: the Transformer that lessons 2 to 10 build
-  (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention``, ``cache``,
-  ``layers``, ``model``, ``batching``, ``tasks``, ``training``, ``run_state``, ``checkpoint``, ``decoding``,
-  ``metrics``) and a trained run in use (``translation``), PyTorch's modules as independent
-  references (``reference``), and what they all share (``errors``, ``files``, ``validation``,
-  ``versions``, ``utils``, ``distributed``);
+  (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention`` (with its cache),
+  ``layers``, ``model``, ``batching``, ``checkpoint``, ``decoding``, ``metrics``) and a trained
+  run in use (``translation``), PyTorch's modules as independent references (``reference``), and
+  what they all share (``errors``, ``files``, ``versions``, ``utils``);
+* ``training/``: lesson 9's loop and its parts: the tasks, the schedules, the precision, the
+  update, the progress bar, the run's folder and several processes;
 * ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
 * ``cli/``: training runs from the command line (lesson 11): the parser, the commands, their YAML
   configs (``cli/configs/``) and sweeps;
@@ -31,6 +32,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Importing it checks the Python and PyTorch: one line naming the version needed, before anything fails.
 from transformer_lib import versions  # noqa: F401
 from transformer_lib.attention import (
+    AttentionCache,
+    KVCache,
+    LayerCache,
     MultiHeadAttention,
     causal_mask,
     keep_attention_weights,
@@ -48,7 +52,6 @@ from transformer_lib.batching import (
     padding_fraction,
     token_batches,
 )
-from transformer_lib.cache import AttentionCache, KVCache, LayerCache
 from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode, sample
@@ -75,8 +78,15 @@ from transformer_lib.model import (
     parameter_breakdown,
 )
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_lib.tasks import ClassificationTask, LabelledBatch, Task, TaskConfig, TranslationTask, accuracy
 from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
+from transformer_lib.training.tasks import (
+    ClassificationTask,
+    LabelledBatch,
+    Task,
+    TaskConfig,
+    TranslationTask,
+    accuracy,
+)
 from transformer_lib.utils import pick_device, seed_everything, setup
 
 

@@ -4,20 +4,78 @@ Mask convention, everywhere in this package: a **boolean** tensor, ``True`` wher
 attend to a key, broadcastable to ``(batch, heads, q_len, k_len)``. This is the convention of
 ``torch.nn.functional.scaled_dot_product_attention``, and the opposite of
 ``nn.MultiheadAttention``'s ``key_padding_mask``. Every query must be allowed at least one key.
+
+The key-value cache of step-by-step decoding (lesson 10), typed: :class:`AttentionCache`,
+:class:`LayerCache` and :class:`KVCache`.
+
+Generating token t with the whole prefix recomputes every earlier position, although the causal
+mask guarantees their results never change. The cache keeps what later steps need from them:
+each decoder self-attention's projected keys and values, which grow by one position a step, and
+each cross-attention's keys and values of the encoder output, computed once. Shapes are
+(batch, heads, length, d_head); beam search reorders the batch rows when hypotheses swap places.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lib.cache import AttentionCache
 from transformer_lib.embeddings import apply_rotary
 from transformer_lib.errors import InvalidType, InvalidValue
 from transformer_lib.special_tokens import PAD_ID
+
+
+@dataclass
+class AttentionCache:
+    """One attention layer's projected keys and values so far (None before the first step)."""
+
+    k: Tensor | None = None  # (batch, heads, length, d_head)
+    v: Tensor | None = None  # (batch, heads, length, d_head)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add this step's keys and values after the stored ones; return all of them."""
+        if self.k is not None:
+            k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def reorder(self, index: Tensor) -> None:
+        if self.k is not None:
+            self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
+
+
+@dataclass
+class LayerCache:
+    """A decoder layer's two caches: its masked self-attention and its cross-attention."""
+
+    self_attn: AttentionCache = field(default_factory=AttentionCache)
+    cross_attn: AttentionCache = field(default_factory=AttentionCache)
+
+
+@dataclass
+class KVCache:
+    """The whole decoder's cache: one :class:`LayerCache` per layer, and the positions decoded so far."""
+
+    layers: list[LayerCache]
+    length: int = 0
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls([LayerCache() for _ in range(n_layers)])
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the rows ``index`` of the batch (beam search keeps its best hypotheses)."""
+        for layer in self.layers:
+            layer.self_attn.reorder(index)
+            layer.cross_attn.reorder(index)
 
 
 def padding_mask(tokens: Tensor, pad_id: int = PAD_ID) -> Tensor:
@@ -112,6 +170,26 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, block: int = 64, 
     return out
 
 
+def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> int:
+    """The number of key-value heads, once ``d_model``, ``n_heads`` and ``n_kv_heads`` (None: ``n_heads``)
+    are known to split into heads; else one clear error. The one place of these rules: every layer
+    and config that has heads checks them here."""
+    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+    for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
+    if d_model % n_heads:
+        raise InvalidValue(
+            f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model (the paper: 512 / 8 = 64)"
+        )
+    if n_heads % n_kv_heads:
+        raise InvalidValue(
+            f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}: each key-value head serves a group "
+            "of query heads"
+        )
+    return n_kv_heads
+
+
 class MultiHeadAttention(nn.Module):
     """h attention heads over d_model / h-dimensional projections, concatenated and mixed by W_O.
 
@@ -138,16 +216,7 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
-        if d_model % n_heads:
-            raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model")
-        if n_heads % n_kv_heads:
-            raise InvalidValue(
-                f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}: each key-value head serves a group"
-            )
+        n_kv_heads = check_heads(d_model, n_heads, n_kv_heads)
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
         self.n_kv_heads = n_kv_heads
         self.dropout = dropout

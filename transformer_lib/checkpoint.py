@@ -1,28 +1,33 @@
 """Checkpoints: one format, written atomically, read safely, averaged (lessons 9 and 10).
 
 A run folder holds ``checkpoint.pt``, everything a resumed run needs (written by
-:meth:`~transformer_lib.run_state.RunState.save_checkpoint`: ``model``, ``model_config``,
+:meth:`~transformer_lib.training.trainer.Trainer.save_checkpoint`: ``model``, ``model_config``,
 ``train_config``, ``optimizer``, ``scheduler``, ``scaler`` (fp16's loss scale), ``position``,
-``rng`` with one entry per process, and, from the command line, ``tokenizer`` and ``meta``); with
+``rng`` with one entry per process, and, from the command line, ``tokenizer`` and ``meta``, the
+:class:`RunRecord`); with
 ``keep_last`` also the weights of the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which
 :func:`average_checkpoints` averages into ``checkpoint_averaged.pt``; with ``snapshot_minutes`` the
 models of earlier moments, ``snapshot-<minutes>min.pt`` (``model``, ``model_config``, ``snapshot``
 and the CLI's entries). Files hold only tensors and
 plain Python values, so :func:`load_checkpoint` reads them with ``weights_only=True``, which never
-runs code from the file.
+runs code from the file. A command that reads a model takes a run folder or one of its files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path
+from transformer_lib.model import TransformerConfig
 
 CHECKPOINT = "checkpoint.pt"  # a run folder's latest full checkpoint
 AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the tokenizer
@@ -102,8 +107,60 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         ) from None
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """What a trained translator is, besides its weights: the direction, the model's config, how it decodes.
+
+    The ``train`` command writes it into every checkpoint of a run (:meth:`entries`) and every
+    reader takes it back with :meth:`of`: this class is the one place that knows the layout
+    (``model_config``, and ``meta`` with ``src``, ``tgt`` and ``decoding``).
+    """
+
+    src: str
+    tgt: str
+    model: TransformerConfig
+    decoding: DecodeConfig = field(default_factory=DecodeConfig)  # the run's own: as its scores.json used
+
+    @property
+    def direction(self) -> str:
+        return f"{self.src}_{self.tgt}"
+
+    def entries(self) -> dict:
+        """The checkpoint entries that hold this record."""
+        meta = {"src": self.src, "tgt": self.tgt, "decoding": dataclasses.asdict(self.decoding)}
+        return {"model_config": dataclasses.asdict(self.model), "meta": meta}
+
+    @classmethod
+    def of(cls, state: dict) -> RunRecord:
+        """The record in a checkpoint written by the ``train`` command (a run's first ones hold no decoding)."""
+        meta = state["meta"]
+        return cls(
+            meta["src"],
+            meta["tgt"],
+            TransformerConfig(**state["model_config"]),
+            DecodeConfig(**meta.get("decoding", {})),
+        )
+
+
+def model_file(path: str | os.PathLike) -> Path:
+    """The checkpoint a command reads: ``path`` itself, or in a run folder the model its scores measured
+    (``checkpoint_averaged.pt`` where the run averaged, else ``checkpoint.pt``, else ``model_fp16.pt``)."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    for name in (AVERAGED, CHECKPOINT, HALF):
+        if (path / name).is_file():
+            return path / name
+    raise MissingFile(
+        f"no checkpoint in the folder {path} ({CHECKPOINT}, {AVERAGED} or {HALF}); give a run folder "
+        "that 'python -m transformer_lib train' wrote, or a checkpoint file"
+    )
+
+
 def load_run_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """A checkpoint written by the ``train`` command, which also holds the run's tokenizer and metadata."""
+    """A checkpoint written by the ``train`` command (or a run folder holding one), with the run's tokenizer
+    and :class:`RunRecord`."""
+    path = model_file(path)
     state = load_checkpoint(path, map_location)
     if "tokenizer" not in state:
         raise InvalidValue(f"{path} has no tokenizer: it was not written by 'python -m transformer_lib train'")

@@ -6,7 +6,7 @@ here, ``MAX_EXTRA`` = 25, is the tighter limit that lowers no BLEU score of less
 on the three test sets (``results/translator/length_limit.txt``, from
 ``transformer_lib.benchmarks.length_limit``): a runaway output stops 25 tokens sooner. With
 ``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
-values of earlier positions (:class:`~transformer_lib.cache.KVCache`); without it every step
+values of earlier positions (:class:`~transformer_lib.attention.KVCache`); without it every step
 recomputes the whole prefix. The tokens are the same either way.
 """
 
@@ -18,10 +18,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from transformer_lib.errors import InvalidValue
+from transformer_lib.errors import InvalidValue, check_fields, check_range
 from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
-from transformer_lib.validation import check_fields, check_range
 
 MAX_EXTRA = 25  # the default output length limit: source length + MAX_EXTRA tokens (measured, above)
 NEVER_GENERATED = [PAD_ID, BOS_ID]  # the decoder may output any other token, <unk> included
@@ -148,6 +147,10 @@ def beam_search(
     A hypothesis that has produced ``<eos>`` stays in its beam unchanged (extended by padding at no
     cost) and competes with the live ones by its total log-probability; the length penalty decides
     between the final hypotheses.
+
+    Its twin in JavaScript, ``beamSearch`` in ``book/_static/translator/inside.js``, runs the same
+    search for one sentence on the "Look inside the translator" page: a change to the rules here
+    must be made there too (``tests/test_translator_page.py`` holds the two to the same beams).
     """
     if beam_size < 1:
         raise InvalidValue(f"beam_size must be at least 1, got {beam_size}")

@@ -5,20 +5,33 @@ with layer normalisation. The paper normalises after the residual sum (post-norm
 ``LayerNorm(x + Dropout(Sublayer(x)))``. Most later models normalise the sub-layer's input
 instead (pre-norm): ``x + Dropout(Sublayer(LayerNorm(x)))``, which trains deep stacks without a
 warm-up; a pre-norm stack then needs one final LayerNorm. ``norm_first`` selects it.
+
+Layers are built from a config, as nanoGPT and Hugging Face build theirs, rather than from
+sub-modules handed in, as the Annotated Transformer and PyTorch do: the lessons build a layer by its
+sizes (``EncoderLayer(512, 8, 2048)``), a model passes its sizes whole (:class:`LayerConfig`), and
+every check of those sizes sits in one place. Injected sub-modules would make each caller build and
+check the attention and feed-forward itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lib.attention import MultiHeadAttention
-from transformer_lib.cache import LayerCache
+from transformer_lib.attention import LayerCache, MultiHeadAttention, check_heads
 from transformer_lib.errors import InvalidValue
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+def check_activation(name: str) -> None:
+    """One clear error unless ``name`` is an activation of :data:`ACTIVATIONS` (the one place of this rule)."""
+    if name not in ACTIVATIONS:
+        raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {name!r}")
 
 
 class FeedForward(nn.Module):
@@ -26,8 +39,7 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
-        if activation not in ACTIVATIONS:
-            raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {activation!r}")
+        check_activation(activation)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
@@ -53,8 +65,38 @@ class Residual(nn.Module):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
-class EncoderLayer(nn.Module):
-    """Self-attention over the source, then the feed-forward network."""
+@dataclass(frozen=True)
+class LayerConfig:
+    """Every setting of an encoder or decoder layer, checked here once for both (and for every stack)."""
+
+    d_model: int
+    n_heads: int
+    d_ff: int
+    dropout: float = 0.0  # on every sub-layer's output
+    attention_dropout: float = 0.0  # on the attention weights
+    activation: str = "relu"
+    norm_first: bool = False  # False: post-norm, as in the paper
+    rotary: bool = False  # rotate self-attention's queries and keys by their positions
+    n_kv_heads: int | None = None  # key-value heads (grouped-query attention); None: n_heads
+
+    def __post_init__(self) -> None:
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        check_activation(self.activation)
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise InvalidValue(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+
+
+class _Layer(nn.Module):
+    """What both layers are: self-attention (and, in the decoder, attention to the encoder's output),
+    the feed-forward network, and a residual connection around each, built from one :class:`LayerConfig`.
+
+    ``EncoderLayer(d_model, n_heads, d_ff, ...)`` takes the config's fields, as the lessons write it;
+    :meth:`of` takes a config whole. The sub-modules are created in the order the paper lists them,
+    which fixes the random initial weights a seed gives.
+    """
+
+    cross_attention = False  # the decoder's attention to the encoder's output
 
     def __init__(
         self,
@@ -69,10 +111,26 @@ class EncoderLayer(nn.Module):
         n_kv_heads: int | None = None,
     ) -> None:
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary, n_kv_heads=n_kv_heads)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.residual1 = Residual(d_model, dropout, norm_first)
-        self.residual2 = Residual(d_model, dropout, norm_first)
+        self.config = c = LayerConfig(
+            d_model, n_heads, d_ff, dropout, attention_dropout, activation, norm_first, rotary, n_kv_heads
+        )
+        self.self_attn = MultiHeadAttention(
+            c.d_model, c.n_heads, c.attention_dropout, rotary=c.rotary, n_kv_heads=c.n_kv_heads
+        )
+        if self.cross_attention:
+            self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, n_kv_heads=c.n_kv_heads)
+        self.feed_forward = FeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        for i in range(3 if self.cross_attention else 2):
+            self.add_module(f"residual{i + 1}", Residual(c.d_model, c.dropout, c.norm_first))
+
+    @classmethod
+    def of(cls, config: LayerConfig) -> _Layer:
+        """The layer ``config`` describes."""
+        return cls(**dataclasses.asdict(config))
+
+
+class EncoderLayer(_Layer):
+    """Self-attention over the source, then the feed-forward network."""
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """x (batch, src_len, d_model); mask broadcastable to (batch, heads, src_len, src_len)"""
@@ -80,28 +138,10 @@ class EncoderLayer(nn.Module):
         return self.residual2(x, self.feed_forward)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """Masked self-attention over the target, attention to the encoder's output, feed-forward."""
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        attention_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        rotary: bool = False,
-        n_kv_heads: int | None = None,
-    ) -> None:
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, rotary=rotary, n_kv_heads=n_kv_heads)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout, n_kv_heads=n_kv_heads)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.residual1 = Residual(d_model, dropout, norm_first)
-        self.residual2 = Residual(d_model, dropout, norm_first)
-        self.residual3 = Residual(d_model, dropout, norm_first)
+    cross_attention = True
 
     def forward(
         self,
@@ -123,13 +163,31 @@ class DecoderLayer(nn.Module):
         return self.residual3(x, self.feed_forward)
 
 
-class Encoder(nn.Module):
+class _Stack(nn.Module):
+    """N layers of one :class:`LayerConfig`; with pre-norm, a final LayerNorm.
+
+    ``Encoder(n_layers, d_model=..., n_heads=..., d_ff=...)`` takes the config's fields, as the
+    lessons write it; :meth:`of` takes a config whole.
+    """
+
+    layer_type: type[_Layer]
+
+    def __init__(self, n_layers: int, norm_first: bool = False, **layer_settings) -> None:
+        super().__init__()
+        config = LayerConfig(norm_first=norm_first, **layer_settings)
+        self.layers = nn.ModuleList(self.layer_type.of(config) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(config.d_model) if norm_first else nn.Identity()
+
+    @classmethod
+    def of(cls, n_layers: int, config: LayerConfig) -> _Stack:
+        """A stack of ``n_layers`` layers, each as ``config`` describes."""
+        return cls(n_layers, **dataclasses.asdict(config))
+
+
+class Encoder(_Stack):
     """N encoder layers; with pre-norm, a final LayerNorm."""
 
-    def __init__(self, n_layers: int, norm_first: bool = False, **layer_kwargs) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(norm_first=norm_first, **layer_kwargs) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(layer_kwargs["d_model"]) if norm_first else nn.Identity()
+    layer_type = EncoderLayer
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         for layer in self.layers:
@@ -137,13 +195,10 @@ class Encoder(nn.Module):
         return self.norm(x)
 
 
-class Decoder(nn.Module):
+class Decoder(_Stack):
     """N decoder layers; with pre-norm, a final LayerNorm."""
 
-    def __init__(self, n_layers: int, norm_first: bool = False, **layer_kwargs) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(DecoderLayer(norm_first=norm_first, **layer_kwargs) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(layer_kwargs["d_model"]) if norm_first else nn.Identity()
+    layer_type = DecoderLayer
 
     def forward(
         self,

@@ -7,13 +7,11 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from transformer_lib.attention import causal_mask, padding_mask
-from transformer_lib.cache import KVCache
+from transformer_lib.attention import KVCache, causal_mask, padding_mask
 from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
-from transformer_lib.errors import InvalidValue
-from transformer_lib.layers import ACTIVATIONS, Decoder, Encoder
+from transformer_lib.errors import InvalidValue, check_fields
+from transformer_lib.layers import Decoder, Encoder, LayerConfig
 from transformer_lib.special_tokens import PAD_ID
-from transformer_lib.validation import check_fields
 
 # Sizes of the paper's Table 3 (base, big) and of the book's CPU lessons (small, tiny).
 PRESETS: dict[str, dict] = {
@@ -53,20 +51,7 @@ class TransformerConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
-        if self.d_model % self.n_heads:
-            raise InvalidValue(
-                f"d_model={self.d_model} must be divisible by n_heads={self.n_heads} (the paper: 512 / 8 = 64)"
-            )
-        if self.n_kv_heads is not None and (self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads):
-            raise InvalidValue(
-                f"n_kv_heads={self.n_kv_heads} must be a positive divisor of n_heads={self.n_heads} "
-                "(each key-value head serves a group of query heads), or null for n_heads"
-            )
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise InvalidValue(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
-        if self.activation not in ACTIVATIONS:
-            raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {self.activation!r}")
+        _ = self.layer  # LayerConfig checks the heads, the dropouts and the activation, once for every layer
         if self.positional not in POSITIONAL_ENCODINGS:
             raise InvalidValue(f"positional must be one of {list(POSITIONAL_ENCODINGS)}, got {self.positional!r}")
         if self.positional == "sinusoidal" and self.d_model % 2:
@@ -89,19 +74,20 @@ class TransformerConfig:
     def replace(self, **changes) -> TransformerConfig:
         return dataclasses.replace(self, **changes)
 
-
-def layer_settings(c: TransformerConfig) -> dict:
-    """The keyword arguments every layer of a stack built from ``c`` takes (encoder, decoder, lesson 13's variants)."""
-    return dict(
-        d_model=c.d_model,
-        n_heads=c.n_heads,
-        n_kv_heads=c.n_kv_heads,
-        d_ff=c.d_ff,
-        dropout=c.dropout,
-        attention_dropout=c.attention_dropout,
-        activation=c.activation,
-        rotary=c.positional == "rotary",
-    )
+    @property
+    def layer(self) -> LayerConfig:
+        """What every layer of the model's stacks is built from (encoder, decoder, lesson 13's variants)."""
+        return LayerConfig(
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            d_ff=self.d_ff,
+            dropout=self.dropout,
+            attention_dropout=self.attention_dropout,
+            activation=self.activation,
+            norm_first=self.norm_first,
+            rotary=self.positional == "rotary",
+            n_kv_heads=self.n_kv_heads,
+        )
 
 
 class Transformer(nn.Module):
@@ -114,8 +100,8 @@ class Transformer(nn.Module):
         self.src_embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.tgt_embed = self.src_embed if c.tie_embeddings else TokenEmbedding(c.vocab_size, c.d_model)
         self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
-        self.encoder = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
-        self.decoder = Decoder(c.n_layers, c.norm_first, **layer_settings(c))
+        self.encoder = Encoder.of(c.n_layers, c.layer)
+        self.decoder = Decoder.of(c.n_layers, c.layer)
         self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
         self._init_weights()
         if c.tie_embeddings:
@@ -185,7 +171,7 @@ class SingleStack(nn.Module):
         self.d_model = c.d_model  # what the Trainer's warm-up schedule scales with
         self.embed = TokenEmbedding(c.vocab_size, c.d_model)
         self.positional = POSITIONAL_ENCODINGS[c.positional](c.d_model, c.max_len, c.dropout)
-        self.blocks = Encoder(c.n_layers, c.norm_first, **layer_settings(c))
+        self.blocks = Encoder.of(c.n_layers, c.layer)
         self.generator = nn.Linear(c.d_model, c.vocab_size, bias=False)
         if c.tie_embeddings:
             self.generator.weight = self.embed.weight

@@ -17,11 +17,11 @@ from torch import Tensor
 from tqdm import tqdm
 
 from transformer_lib.batching import pad_ids
-from transformer_lib.checkpoint import load_run_checkpoint
+from transformer_lib.checkpoint import RunRecord, load_run_checkpoint
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import DecodeConfig, beam_search, greedy_decode
 from transformer_lib.metrics import bleu_scores
-from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import Tokenizer
 
 
@@ -93,11 +93,18 @@ def translate_in_batches(
 
 
 def evaluate_split(
-    model, tokenizer, meta: dict, split: str, decoding: DecodeConfig, device, limit=None, progress: bool = False
+    model: Transformer,
+    tokenizer: Tokenizer,
+    record: RunRecord,
+    split: str,
+    decoding: DecodeConfig,
+    device: torch.device,
+    limit: int | None = None,
+    progress: bool = False,
 ) -> dict:
-    """BLEU of the model on one split; returns the scores and the hypotheses."""
-    sources = load_multi30k(split, meta["src"])[:limit]
-    references = load_multi30k(split, meta["tgt"])[:limit]
+    """BLEU of the model on one split, in the direction of its run's ``record``; the scores and the hypotheses."""
+    sources = load_multi30k(split, record.src)[:limit]
+    references = load_multi30k(split, record.tgt)[:limit]
     start = time.perf_counter()
     hypotheses = translate_sentences(model, tokenizer, sources, decoding, device, progress)
     return {
@@ -110,9 +117,11 @@ def evaluate_split(
     }
 
 
-def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, dict]:
-    """The model, tokenizer and run metadata stored in a checkpoint written by ``train``."""
+def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, RunRecord]:
+    """The model, tokenizer and :class:`~transformer_lib.checkpoint.RunRecord` of a run: its folder,
+    or a checkpoint file that ``train`` wrote."""
     state = load_run_checkpoint(checkpoint, map_location=device)
-    model = Transformer(TransformerConfig(**state["model_config"])).to(device)
+    record = RunRecord.of(state)
+    model = Transformer(record.model).to(device)
     model.load_state_dict(state["model"])
-    return model.eval(), Tokenizer(state["tokenizer"]), state["meta"]
+    return model.eval(), Tokenizer(state["tokenizer"]), record

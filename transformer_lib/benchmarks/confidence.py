@@ -1,4 +1,4 @@
-"""How sure the translator page's models are, inside their domain and outside it (issue 45).
+"""How sure the translator page's models are, inside their domain and outside it.
 
     python -m transformer_lib.benchmarks.confidence [--json results/translator/confidence.json]
 

@@ -1,4 +1,4 @@
-"""How long a trained translator takes to translate a whole test set (issue 12's decoding goal).
+"""How long a trained translator takes to translate a whole test set.
 
     python -m transformer_lib.benchmarks.decode_speed [--model results/multi30k/models/de_en.model_fp16.pt]
         [--split test_2016_flickr] [--beam-sizes 1 5] [--batch-size 128] [--repeats 3] [--json FILE]
@@ -40,10 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     env = environment(device)
-    model, tokenizer, meta = load_model(args.model, device)
-    sources = load_multi30k(args.split, meta["src"])[: args.limit]
-    references = load_multi30k(args.split, meta["tgt"])[: args.limit]
-    print(f"{args.model.name} ({meta['src']}→{meta['tgt']}), {len(sources)} sentences of {args.split}")
+    model, tokenizer, record = load_model(args.model, device)
+    sources = load_multi30k(args.split, record.src)[: args.limit]
+    references = load_multi30k(args.split, record.tgt)[: args.limit]
+    print(f"{args.model.name} ({record.src}→{record.tgt}), {len(sources)} sentences of {args.split}")
     print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}\n")
     print(f"{'beam':>4} {'batch':>5} {'seconds':>8} {'sent/s':>7} {'BLEU':>6}")
     rows = []

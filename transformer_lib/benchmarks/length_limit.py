@@ -1,4 +1,4 @@
-"""How long may a translation run? The output length limit against BLEU on the three test sets (issue 45).
+"""How long may a translation run? The output length limit against BLEU on the three test sets.
 
     python -m transformer_lib.benchmarks.length_limit [--json results/translator/length_limit.json]
 
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for direction in ("de_en", "en_de"):
         checkpoint = MODELS / f"{direction}.model_fp16.pt"
-        model, tokenizer, meta = load_model(checkpoint, torch.device("cpu"))
-        recipe = DecodeConfig(**meta["decoding"])
+        model, tokenizer, record = load_model(checkpoint, torch.device("cpu"))
+        recipe = record.decoding
         for method, beam_size in (("beam", recipe.beam_size), ("greedy", 1)):
             say()
             say(f"{direction}, {method} (beam {beam_size}, alpha {recipe.alpha})")
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> None:
                 start = time.perf_counter()
                 cells, reached = [], 0
                 for split in SPLITS:
-                    sources = load_multi30k(split, meta["src"])[: args.limit]
-                    references = load_multi30k(split, meta["tgt"])[: args.limit]
+                    sources = load_multi30k(split, record.src)[: args.limit]
+                    references = load_multi30k(split, record.tgt)[: args.limit]
                     hypotheses, n = translate_counting(model, tokenizer, sources, decoding)
                     baseline.setdefault(split, hypotheses)
                     changed = sum(a != b for a, b in zip(hypotheses, baseline[split], strict=True))

@@ -1,4 +1,4 @@
-"""What exporting a translator to ONNX costs: file size and BLEU for each precision (issue 19).
+"""What exporting a translator to ONNX costs: file size and BLEU for each precision.
 
     python -m transformer_lib.benchmarks.onnx_precision [--models CKPT ...] [--precisions fp32 fp16 int8]
         [--split test_2016_flickr] [--limit N] [--json results/translator/onnx_precision.json]
@@ -46,13 +46,13 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'model':<22} {'runtime':<12} {'precision':<9} {'MB':>5} {'BLEU':>6} {'same':>6} {'seconds':>8}")
     rows = []
     for checkpoint in args.models:
-        model, tokenizer, meta = load_model(checkpoint, torch.device("cpu"))
+        model, tokenizer, record = load_model(checkpoint, torch.device("cpu"))
         model = model.float()
-        sources = load_multi30k(args.split, meta["src"])[: args.limit]
-        references = load_multi30k(args.split, meta["tgt"])[: args.limit]
+        sources = load_multi30k(args.split, record.src)[: args.limit]
+        references = load_multi30k(args.split, record.tgt)[: args.limit]
         common = {
             **provenance(env),
-            "direction": f"{meta['src']}_{meta['tgt']}",
+            "direction": record.direction,
             "checkpoint": checkpoint.name,
             "checkpoint_sha256": sha256_of(checkpoint),
             "split": args.split,

@@ -3,7 +3,7 @@
     python -m transformer_lib.benchmarks.profile_step --preset small --variants fp32 bf16 [bf16+compile]
 
 Prints, per variant, the operators with the most self time on the CPU and on the device: the
-first thing to read before changing anything for speed (issue 12, NOTES.md).
+first thing to read before changing anything for speed (``experiments/NOTES.md`` keeps the profiles).
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.special_tokens import PAD_ID
-from transformer_lib.tasks import TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import TrainConfig, Trainer
+from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.utils import environment
 
 # Dense bf16 tensor-core peaks (TFLOP/s) from the vendors' data sheets, by device-name fragment.

@@ -4,7 +4,7 @@ For example::
 
     python -m transformer_lib train --config multi30k_de_en_small      # a packaged config, or a path
     python -m transformer_lib evaluate --checkpoint runs/NAME/checkpoint.pt --split test_2016_flickr
-    python -m transformer_lib translate --checkpoint runs/NAME/checkpoint.pt < input.txt > output.txt
+    python -m transformer_lib translate --checkpoint runs/NAME < input.txt > output.txt
     python -m transformer_lib assign assignments --out _build/assignments   # Otter: student, solution, autograder
     python -m transformer_lib grade _build/assignments/a2_attention/autograder/autograder.zip submissions/ --csv a2.csv
     python -m transformer_lib export-onnx runs/NAME exported/de_en  # ONNX files for a browser (book: translator)
@@ -40,6 +40,7 @@ from transformer_lib.cli.commands import (
 from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, TransformerLibError
+from transformer_lib.web.export import PRECISIONS as EXPORT_PRECISIONS
 
 
 def utf8_console() -> None:
@@ -55,8 +56,6 @@ def utf8_console() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from transformer_lib.web.export import PRECISIONS as EXPORT_PRECISIONS  # web/ builds on cli/: not at import
-
     utf8_console()
     parser = argparse.ArgumentParser(prog="python -m transformer_lib", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_lib {__version__}")
@@ -67,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
     for name, helptext in (("evaluate", "BLEU on a Multi30k split"), ("translate", "translate stdin to stdout")):
         p = sub.add_parser(name, help=helptext)
-        p.add_argument("--checkpoint", required=True)
+        p.add_argument("--checkpoint", required=True, help="a run folder, or a checkpoint file in one")
         defaults = DecodeConfig()  # one source for the defaults: the config's
         p.add_argument("--beam", type=int, help=f"beam size, 1: greedy (default: the run's, else {defaults.beam_size})")
         p.add_argument("--alpha", type=float, help=f"length penalty (default: the run's, else {defaults.alpha})")

@@ -12,14 +12,16 @@ import dataclasses
 import json
 import sys
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 import torch
 import yaml
 
-from transformer_lib import checkpoint, distributed, metrics
+from transformer_lib import checkpoint, metrics
 from transformer_lib.batching import encode_pairs, example_size, round_up
+from transformer_lib.checkpoint import RunRecord
 from transformer_lib.cli import sweep
 from transformer_lib.cli.config import DataConfig, load_config, resolved_config
 from transformer_lib.data import load_multi30k, load_pairs
@@ -27,11 +29,12 @@ from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
-from transformer_lib.tasks import TaskConfig, TranslationTask
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.training import Trainer, device_precision
+from transformer_lib.training import Trainer, device_precision, distributed
+from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.utils import environment, pick_device, seed_everything
+from transformer_lib.web.export import export_onnx
 
 
 def _device(name: str) -> torch.device:
@@ -148,23 +151,15 @@ def cmd_train(args: argparse.Namespace) -> None:
         if state is None:
             tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
         train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
-    task_config: TaskConfig = config["task"]
-    task = TranslationTask(
-        train,
-        val,
-        task_config.max_tokens,
-        task_config.label_smoothing,
-        config["training"].seed,
-        task_config.pad_multiple,
-    )
+    task = TranslationTask.from_config(train, val, config["task"], config["training"].seed)
     model = Transformer(config["model"])
     n_params = sum(p.numel() for p in model.parameters())
     if main:
         _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
     trainer = Trainer(model, task, config["training"], run_dir=run_dir, device=device)
-    meta = {"src": data.src, "tgt": data.tgt, "decoding": dataclasses.asdict(config["decoding"])}
-    trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), "meta": meta}
+    record = RunRecord(data.src, data.tgt, config["model"], config["decoding"])
+    trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), **record.entries()}
     if state is not None:
         trainer.load_state(state)
         if main:
@@ -177,13 +172,14 @@ def cmd_train(args: argparse.Namespace) -> None:
     skipped = f" ({trainer.amp.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
     _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s{skipped}")
     try:
-        scores = _score_run(run_dir, config, model, tokenizer, trainer, device, start, train_seconds)
+        run = _TrainedRun(run_dir, config, record, model, tokenizer, trainer, device)
+        scores = _score_run(run, start, train_seconds)
         if config["training"].snapshot_minutes:
-            _score_curve(run_dir, config, model, tokenizer, trainer, device, env, scores)
+            _score_curve(run, env, scores)
     except KeyboardInterrupt:
         raise Interrupted(
             f"during evaluation; training is complete and saved in {run_dir}: score it with "
-            f"python -m transformer_lib evaluate --checkpoint {run_dir / checkpoint.CHECKPOINT}"
+            f"python -m transformer_lib evaluate --checkpoint {run_dir}"
         ) from None
 
 
@@ -199,93 +195,102 @@ def _check_lengths(examples: list, config: dict) -> None:
 
 
 def _evaluated_state(model: Transformer, trainer: Trainer) -> dict:
-    """The weights about to be scored, with what ``load_model`` needs besides (config, tokenizer, metadata)."""
-    return {"model": model.state_dict(), "model_config": dataclasses.asdict(model.config), **trainer.extra_state}
+    """The weights about to be scored, with what ``load_model`` needs besides (tokenizer, run record)."""
+    return {"model": model.state_dict(), **trainer.extra_state}
 
 
-def _score_run(
-    run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, start: float, train_seconds: float
-) -> dict:
+@dataclass
+class _TrainedRun:
+    """A run just trained, as its scoring sees it: its folder, config, record, model, tokenizer and trainer."""
+
+    folder: Path
+    config: dict
+    record: RunRecord
+    model: Transformer
+    tokenizer: Tokenizer
+    trainer: Trainer
+    device: torch.device
+
+    def evaluate(self):
+        """(split, result) for each of the config's evaluation splits, translated with the run's decoding settings."""
+        limit = self.config["evaluation"].limit
+        for split in self.config["evaluation"].splits:
+            yield split, evaluate_split(self.model, self.tokenizer, self.record, split, self.record.decoding,
+                                        self.device, limit)  # fmt: skip
+
+
+def _score_run(run: _TrainedRun, start: float, train_seconds: float) -> dict:
     """After training: average the last checkpoints if asked, score every evaluation split, write scores.json."""
+    evaluation, folder, model, trainer = run.config["evaluation"], run.folder, run.model, run.trainer
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
-    if config["evaluation"].average_last:
-        paths = checkpoint.kept_weights(run_dir)[-config["evaluation"].average_last :]
+    if evaluation.average_last:
+        paths = checkpoint.kept_weights(folder)[-evaluation.average_last :]
         model.load_state_dict(checkpoint.average_checkpoints(paths))
         scores["averaged"] = [p.name for p in paths]
         scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
-        checkpoint.save(_evaluated_state(model, trainer), run_dir / checkpoint.AVERAGED)
-        _log(run_dir, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
-    if config["evaluation"].export_half:
-        checkpoint.save(checkpoint.half_precision(_evaluated_state(model, trainer)), run_dir / checkpoint.HALF)
-    for split, result in _evaluate(config, model, tokenizer, device):
-        write_text(run_dir / f"{split}.hyp.txt", "\n".join(result.pop("hypotheses")) + "\n")
+        checkpoint.save(_evaluated_state(model, trainer), folder / checkpoint.AVERAGED)
+        _log(folder, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
+    if evaluation.export_half:
+        checkpoint.save(checkpoint.half_precision(_evaluated_state(model, trainer)), folder / checkpoint.HALF)
+    for split, result in run.evaluate():
+        write_text(folder / f"{split}.hyp.txt", "\n".join(result.pop("hypotheses")) + "\n")
         scores["splits"][split] = result
         _log(
-            run_dir,
+            folder,
             f"{split}: BLEU {result['bleu_tokenized_lowercase']} (lowercased, tokenized), "
             f"sacreBLEU {result['sacrebleu_cased']} (cased)",
         )
     scores["wall_seconds"] = round(time.perf_counter() - start, 1)
-    write_text(run_dir / "scores.json", json.dumps(scores, indent=2) + "\n")
+    write_text(folder / "scores.json", json.dumps(scores, indent=2) + "\n")
     return scores
 
 
-def _evaluate(config: dict, model, tokenizer, device):
-    """(split, result) for each of the config's evaluation splits, translated with its decoding settings."""
-    data: DataConfig = config["data"]
-    for split in config["evaluation"].splits:
-        languages = {"src": data.src, "tgt": data.tgt}
-        yield (
-            split,
-            evaluate_split(model, tokenizer, languages, split, config["decoding"], device, config["evaluation"].limit),
-        )
-
-
-def _score_curve(run_dir: Path, config: dict, model, tokenizer, trainer: Trainer, device, env: dict, scores: dict):
+def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
     """Score each snapshot as the final model was scored; write curve.json: BLEU after so many minutes.
 
     The last point is the run's own end (scores.json). The record carries the environment, so a
     curve measured on one machine is never mistaken for another's.
     """
     points = []
-    for path in checkpoint.snapshots(run_dir):
-        state = checkpoint.load_checkpoint(path, device)
-        model.load_state_dict(state["model"])
+    for path in checkpoint.snapshots(run.folder):
+        state = checkpoint.load_checkpoint(path, run.device)
+        run.model.load_state_dict(state["model"])
         point = {**state["snapshot"], "splits": {}}
-        for split, result in _evaluate(config, model, tokenizer, device):
+        for split, result in run.evaluate():
             result.pop("hypotheses")
             point["splits"][split] = result
-        _log(run_dir, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
+        _log(run.folder, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
         points.append(point)
-    time_up = config["training"].max_minutes and trainer.train_seconds >= 60 * config["training"].max_minutes
+    training, trainer = run.config["training"], run.trainer
+    time_up = training.max_minutes and trainer.train_seconds >= 60 * training.max_minutes
     end = {
-        "minutes": config["training"].max_minutes if time_up else round(trainer.train_seconds / 60, 2),
+        "minutes": training.max_minutes if time_up else round(trainer.train_seconds / 60, 2),
         "seconds": trainer.train_seconds,
         "step": trainer.step,
         "averaged": len(scores.get("averaged", [])),
         "splits": scores["splits"],
     }
-    curve = {"config": config["name"], "environment": env, "points": [*points, end]}
-    write_text(run_dir / "curve.json", json.dumps(curve, indent=2) + "\n")
+    curve = {"config": run.config["name"], "environment": env, "points": [*points, end]}
+    write_text(run.folder / "curve.json", json.dumps(curve, indent=2) + "\n")
 
 
 def _bleu_summary(splits: dict) -> str:
     return ", ".join(f"{split} sacreBLEU {result['sacrebleu_cased']}" for split, result in splits.items())
 
 
-def _decoding(args: argparse.Namespace, meta: dict) -> DecodeConfig:
+def _decoding(args: argparse.Namespace, record: RunRecord) -> DecodeConfig:
     """The run's own decoding settings (as its scores.json used them), with any flag given overriding."""
     flags = {"beam_size": args.beam, "alpha": args.alpha, "batch_size": args.batch_size}
-    return DecodeConfig(**{**meta.get("decoding", {}), **{k: v for k, v in flags.items() if v is not None}})
+    return dataclasses.replace(record.decoding, **{k: v for k, v in flags.items() if v is not None})
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
     device = _device(args.device)
-    model, tokenizer, meta = load_model(args.checkpoint, device)
-    decoding = _decoding(args, meta)
+    model, tokenizer, record = load_model(args.checkpoint, device)
+    decoding = _decoding(args, record)
     if args.limit is not None and args.limit < 1:
         raise InvalidValue(f"--limit must be at least 1, got {args.limit}")
-    result = evaluate_split(model, tokenizer, meta, args.split, decoding, device, args.limit, progress=True)
+    result = evaluate_split(model, tokenizer, record, args.split, decoding, device, args.limit, progress=True)
     hypotheses = result.pop("hypotheses")
     if args.output:
         write_text(args.output, "\n".join(hypotheses) + "\n")
@@ -294,8 +299,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 def cmd_translate(args: argparse.Namespace) -> None:
     device = _device(args.device)
-    model, tokenizer, meta = load_model(args.checkpoint, device)
-    decoding = _decoding(args, meta)
+    model, tokenizer, record = load_model(args.checkpoint, device)
+    decoding = _decoding(args, record)
     sentences = []
     for number, raw in enumerate(sys.stdin.buffer, start=1):
         try:
@@ -352,8 +357,6 @@ def cmd_pack(args: argparse.Namespace) -> None:
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> None:
-    from transformer_lib.web.export import export_onnx  # web/ builds on cli/'s config: imported when used
-
     out = export_onnx(args.checkpoint, args.out, args.precision)
     sizes = ", ".join(f"{f.name} {f.stat().st_size / 1e6:.1f} MB" for f in sorted(out.iterdir()))
     print(f"exported to {out}: {sizes}")

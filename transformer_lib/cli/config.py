@@ -24,11 +24,10 @@ import yaml
 
 from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.decoding import DecodeConfig
-from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.errors import InvalidValue, MissingFile, check_fields, check_range
 from transformer_lib.model import TransformerConfig
-from transformer_lib.tasks import TaskConfig
 from transformer_lib.training import TrainConfig
-from transformer_lib.validation import check_fields, check_range
+from transformer_lib.training.tasks import TaskConfig
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 

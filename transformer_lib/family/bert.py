@@ -21,7 +21,7 @@ from transformer_lib.errors import InvalidValue
 from transformer_lib.family.gpt import LanguageModelTask
 from transformer_lib.model import SingleStack
 from transformer_lib.special_tokens import PAD_ID
-from transformer_lib.tasks import LabelledBatch, token_cross_entropy
+from transformer_lib.training.tasks import LabelledBatch, token_cross_entropy
 
 
 class BERT(SingleStack):

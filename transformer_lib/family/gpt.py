@@ -18,7 +18,7 @@ from transformer_lib.batching import pad_ids, token_batches
 from transformer_lib.decoding import check_sampling, extend, sample_token
 from transformer_lib.errors import InvalidValue
 from transformer_lib.model import SingleStack
-from transformer_lib.tasks import token_cross_entropy
+from transformer_lib.training.tasks import token_cross_entropy
 
 
 class GPT(SingleStack):

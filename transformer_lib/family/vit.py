@@ -15,9 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from transformer_lib.embeddings import LearnedPositionalEncoding
-from transformer_lib.errors import InvalidValue
+from transformer_lib.errors import InvalidValue, check_fields
 from transformer_lib.layers import Encoder
-from transformer_lib.validation import check_fields
 
 
 @dataclass(frozen=True)

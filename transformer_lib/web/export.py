@@ -48,6 +48,7 @@ from torch import Tensor, nn
 from transformer_lib import decoding
 from transformer_lib.attention import keep_attention_weights, padding_mask
 from transformer_lib.batching import pad_ids
+from transformer_lib.checkpoint import model_file
 from transformer_lib.data import cache_root
 from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig, extend, length_limits
 from transformer_lib.errors import InvalidValue, MissingFile, TransformerLibError
@@ -244,14 +245,13 @@ def tokenizer_spec(tokenizer: Tokenizer) -> dict:
 
 
 def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, precision: str = "fp16") -> Path:
-    """Write the translator of ``checkpoint`` (a file, or a run folder holding ``checkpoint.pt``) to ``out_dir``."""
+    """Write the translator of ``checkpoint`` to ``out_dir``: a checkpoint file, or a run folder
+    (:func:`~transformer_lib.checkpoint.model_file` says which of its files)."""
     if precision not in PRECISIONS:
         raise InvalidValue(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
     _require("onnx", "onnxscript", *(["onnxruntime"] if precision == "int8" else []))
-    checkpoint = Path(checkpoint)
-    if checkpoint.is_dir():
-        checkpoint = checkpoint / "checkpoint.pt"
-    model, tokenizer, meta = load_model(checkpoint, torch.device("cpu"))
+    checkpoint = model_file(checkpoint)
+    model, tokenizer, record = load_model(checkpoint, torch.device("cpu"))
     model = model.float().eval()
     if precision == "fp16":
         with torch.no_grad():
@@ -285,8 +285,8 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
     write_bytes(out / "tokenizer.json.gz", gzip.compress(spec, mtime=0))  # 4.7 MB of JSON, 0.9 MB gzipped
     c = model.config
     info = {
-        "src": meta["src"],
-        "tgt": meta["tgt"],
+        "src": record.src,
+        "tgt": record.tgt,
         "precision": precision,
         "parameters": count_parameters(model),
         "config": {k: getattr(c, k) for k in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")},

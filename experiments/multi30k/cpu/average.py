@@ -1,4 +1,4 @@
-"""How many checkpoints to average: one run's last N kept checkpoints, each mean scored on val (issue 47).
+"""How many checkpoints to average: one run's last N kept checkpoints, each mean scored on val.
 
     python experiments/multi30k/cpu/average.py runs/cpu_average10/de_en-average10 [--limit N]
         [--json results/multi30k/cpu/average/de_en.json]
@@ -22,7 +22,6 @@ import torch
 
 from transformer_lib.benchmarks import Report, provenance
 from transformer_lib.checkpoint import AVERAGED, average_checkpoints, kept_weights, step_of
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.translation import evaluate_split, load_model
 from transformer_lib.utils import environment
 
@@ -48,8 +47,8 @@ def main(argv: list[str] | None = None) -> None:
     if len(weights) < max(WINDOWS) or not (args.run / AVERAGED).is_file():
         parser.error(f"{args.run} is not a finished run with {max(WINDOWS)} kept checkpoints (training.keep_last)")
     env = environment(CPU)
-    model, tokenizer, meta = load_model(args.run / AVERAGED, CPU)
-    decoding = DecodeConfig(**meta["decoding"])
+    model, tokenizer, record = load_model(args.run / AVERAGED, CPU)
+    decoding = record.decoding
     report = Report()
     report.say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; run {args.run.name}")
     report.say(f"val, beam {decoding.beam_size}, alpha {decoding.alpha}: the mean of the last N checkpoints")
@@ -57,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     rows, val = [], {}
     for n in WINDOWS:
         model.load_state_dict(average_checkpoints(weights[-n:]))
-        scores = evaluate_split(model, tokenizer, meta, "val", decoding, CPU, args.limit)
+        scores = evaluate_split(model, tokenizer, record, "val", decoding, CPU, args.limit)
         scores.pop("hypotheses")
         first, last = step_of(weights[-n]), step_of(weights[-1])
         rows.append({**provenance(env), "run": args.run.name, "window": n, "first": first, "last": last, **scores})

@@ -1,4 +1,4 @@
-"""Beam size and length penalty of the CPU recipe, chosen on val from its seeds' models (issue 47).
+"""Beam size and length penalty of the CPU recipe, chosen on val from its seeds' models.
 
     python experiments/multi30k/cpu/beam.py runs/cpu_seeds/de_en-seed* [--limit N]
         [--json results/multi30k/cpu/beam/de_en.json] [--beams 5 8] [--alphas 0.6 1.4 1.8] [--recipe 5 1.4]
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> None:
         for alpha in args.alphas:
             decoding = DecodeConfig(beam_size=beam, alpha=alpha)
             val[beam, alpha] = []
-            for name, (model, tokenizer, meta) in models.items():
-                scores = evaluate_split(model, tokenizer, meta, "val", decoding, CPU, args.limit)
+            for name, (model, tokenizer, record) in models.items():
+                scores = evaluate_split(model, tokenizer, record, "val", decoding, CPU, args.limit)
                 scores.pop("hypotheses")
                 rows.append({**provenance(env), "run": name, **scores})
                 val[beam, alpha].append(scores["sacrebleu_cased"])
@@ -98,9 +98,9 @@ def main(argv: list[str] | None = None) -> None:
     for beam, alpha in dict.fromkeys([recipe, chosen]):
         start = time.perf_counter()
         tests = []
-        for name, (model, tokenizer, meta) in models.items():
+        for name, (model, tokenizer, record) in models.items():
             scores = evaluate_split(
-                model, tokenizer, meta, "test_2016_flickr", DecodeConfig(beam_size=beam, alpha=alpha), CPU, args.limit
+                model, tokenizer, record, "test_2016_flickr", DecodeConfig(beam_size=beam, alpha=alpha), CPU, args.limit
             )
             scores.pop("hypotheses")
             rows.append({**provenance(env), "run": name, **scores})

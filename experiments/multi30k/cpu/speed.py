@@ -1,4 +1,4 @@
-"""Updates per second of lesson 11's CPU recipe, and where a step's time goes (issue 47).
+"""Updates per second of lesson 11's CPU recipe, and where a step's time goes.
 
     python experiments/multi30k/cpu/speed.py [--config multi30k_de_en_cpu] [--steps 45]
         [--json results/multi30k/cpu/speed/de_en.json]
@@ -47,9 +47,9 @@ from transformer_lib.cli.config import load_config
 from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import PAD_ID
-from transformer_lib.tasks import TranslationTask
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer
+from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.utils import environment
 
 VARIANTS = ("fp32", "fp32+compile", "bf16", "no-dropout", "sinusoidal", "rotary")  # the default

@@ -5,15 +5,21 @@
 process group (NCCL on GPUs, gloo on CPUs). Every process holds a full copy of the model, trains
 on its share of each step's batches, and the gradients are averaged before every update
 (``DistributedDataParallel``), so all copies stay identical. A single process needs none of this:
-every helper here is then a no-op.
+every helper here is then a no-op. Stopping is shared too: a Ctrl-C or SIGTERM sets a flag
+(:func:`stop_requests`) that every process reads before it stops, together.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
 
 import torch
 import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 
 def is_distributed() -> bool:
@@ -92,3 +98,46 @@ def barrier() -> None:
     """Wait until every process has reached this point."""
     if is_distributed():
         dist.barrier()
+
+
+def wrapped(model: nn.Module, device: torch.device, compile: bool, world: int) -> tuple[nn.Module, ...]:
+    """The model for validation, for gradient averaging, and for training steps.
+
+    ``torch.compile`` only on a GPU. With several processes, ``DistributedDataParallel``
+    averages the gradients in ``backward()``; validation runs in each process alone, without it.
+    """
+    on_gpu = device.type == "cuda"
+    compile_ = (lambda m: torch.compile(m, dynamic=True)) if compile and on_gpu else (lambda m: m)
+    eval_model = compile_(model)
+    if world == 1:
+        return eval_model, model, eval_model
+    parallel = DistributedDataParallel(model, device_ids=[device] if on_gpu else None)
+    return eval_model, parallel, compile_(parallel)
+
+
+def no_sync(model: nn.Module, skip: bool):
+    """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""
+    if skip and isinstance(model, DistributedDataParallel):
+        return model.no_sync()
+    return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def stop_requests():
+    """A flag that SIGINT and SIGTERM set (a second Ctrl-C stops at once); handlers restored after."""
+    stop = [False]
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield stop
+        return
+
+    def request(signum, frame):
+        if stop[0] and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop[0] = True
+
+    previous = {sig: signal.signal(sig, request) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

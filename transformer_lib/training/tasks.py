@@ -18,9 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.batching import Batch, collate, example_size, round_up, token_batches
-from transformer_lib.errors import InvalidValue
+from transformer_lib.errors import InvalidType, InvalidValue, check_fields, check_range
 from transformer_lib.special_tokens import PAD_ID
-from transformer_lib.validation import check_fields, check_range
 
 
 class Task(Protocol):
@@ -66,6 +65,29 @@ def missing_methods(task: object) -> list[str]:
     return [name for name in TASK_METHODS if not callable(getattr(task, name, None))]
 
 
+def check_trainable(model: nn.Module, task: Task) -> int:
+    """The model's ``d_model`` (the warm-up schedule scales with it), or one clear error."""
+    missing = missing_methods(task)
+    if missing:
+        raise InvalidType(
+            f"task must meet the Task contract (transformer_lib.training.tasks): {type(task).__name__} has no "
+            + ", ".join(missing)
+        )
+    d_model = getattr(model, "d_model", None)
+    if not isinstance(d_model, int):
+        raise InvalidValue(f"{type(model).__name__} has no integer d_model, which the warm-up schedule scales with")
+    return d_model
+
+
+def summed_loss(task: Task, model: nn.Module, batches: Sequence[Sequence[int]], device: torch.device) -> list[float]:
+    """The task's validation loss summed over ``batches``, and their items (the caller sets no_grad, autocast)."""
+    total, count = 0.0, 0
+    for indices in batches:
+        loss, items = task.loss(model, task.make_batch(indices, train=False).to(device), train=False)
+        total, count = total + loss.item(), count + int(items)
+    return [total, float(count)]
+
+
 Example = tuple[list[int], list[int]]
 """One training example: the source ids and the target ids (lists of token ids)."""
 
@@ -82,6 +104,24 @@ def token_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float =
         reduction="sum",
     )
     return loss, int((target != PAD_ID).sum())
+
+
+def label_smoothed_cross_entropy(
+    logits: Tensor, target: Tensor, smoothing: float = 0.1, ignore_index: int = PAD_ID, reduction: str = "mean"
+) -> Tensor:
+    """Cross-entropy against (1 - smoothing) on the true token + smoothing spread over all tokens.
+
+    logits (..., vocab), target (...). Positions whose target is ``ignore_index`` do not count.
+    ``reduction`` is "mean" (over counted positions) or "sum". Equal to
+    ``F.cross_entropy(..., label_smoothing=smoothing, ignore_index=ignore_index)``.
+    """
+    log_probs = logits.float().log_softmax(dim=-1)
+    nll = -log_probs.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # -log p(true token)
+    uniform = -log_probs.mean(dim=-1)  # cross-entropy against the uniform distribution
+    loss = (1.0 - smoothing) * nll + smoothing * uniform
+    keep = target != ignore_index
+    total = loss.masked_select(keep).sum()
+    return total if reduction == "sum" else total / keep.sum().clamp_min(1)
 
 
 @dataclass(frozen=True)
@@ -110,7 +150,7 @@ class TranslationTask:
     per epoch with ``seed + epoch`` (lesson 9); with ``pad_multiple`` > 1 lengths are padded up to
     a multiple of it, and the budget counts the padded slots. The training loss is cross-entropy with
     ``label_smoothing``, through PyTorch's fused ``F.cross_entropy`` (equal to lesson 9's
-    :func:`~transformer_lib.training.label_smoothed_cross_entropy`, which the tests check); the
+    :func:`label_smoothed_cross_entropy`, which the tests check); the
     validation loss is plain cross-entropy. Items are target tokens, padding excluded.
     """
 
@@ -123,29 +163,34 @@ class TranslationTask:
         seed: int = 0,
         pad_multiple: int = TaskConfig.pad_multiple,
     ) -> None:
-        TaskConfig(max_tokens, label_smoothing, pad_multiple)  # checks them
         if not train:
             raise InvalidValue("the training set is empty: there is nothing to train on")
-        self.train, self.val = train, val or []
-        self.max_tokens, self.label_smoothing, self.seed = max_tokens, label_smoothing, seed
-        self.pad_multiple = pad_multiple
+        self.train, self.val, self.seed = train, val or [], seed
+        self.config = TaskConfig(max_tokens, label_smoothing, pad_multiple)  # checks them
+
+    @classmethod
+    def from_config(
+        cls, train: Sequence[Example], val: Sequence[Example] | None, config: TaskConfig, seed: int = 0
+    ) -> TranslationTask:
+        """The task a run config's ``task`` section describes (the keyword form takes its fields one by one)."""
+        return cls(train, val, config.max_tokens, config.label_smoothing, seed, config.pad_multiple)
 
     def _size(self, example: Example) -> int:
-        return round_up(example_size(example), self.pad_multiple)
+        return round_up(example_size(example), self.config.pad_multiple)
 
     def train_batches(self, epoch: int) -> list[list[int]]:
-        return token_batches(self.train, self.max_tokens, shuffle=True, seed=self.seed + epoch, size=self._size)
+        return token_batches(self.train, self.config.max_tokens, shuffle=True, seed=self.seed + epoch, size=self._size)
 
     def val_batches(self) -> list[list[int]]:
-        return token_batches(self.val, self.max_tokens, shuffle=False, size=self._size) if self.val else []
+        return token_batches(self.val, self.config.max_tokens, shuffle=False, size=self._size) if self.val else []
 
     def make_batch(self, indices: Sequence[int], train: bool) -> Batch:
         examples = self.train if train else self.val
-        return collate([examples[i] for i in indices], self.pad_multiple)
+        return collate([examples[i] for i in indices], self.config.pad_multiple)
 
     def loss(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, int]:
         logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-        return token_cross_entropy(logits, batch.tgt_out, self.label_smoothing if train else 0.0)
+        return token_cross_entropy(logits, batch.tgt_out, self.config.label_smoothing if train else 0.0)
 
 
 @dataclass

@@ -1,0 +1,38 @@
+"""Training: the loop, and the parts it composes, one module each (lesson 9).
+
+* :mod:`.trainer`: the :class:`Trainer`, which runs the loop;
+* :mod:`.config`: :class:`TrainConfig`, how to train;
+* :mod:`.tasks`: the :class:`~.tasks.Task` contract, translation's task and its losses;
+* :mod:`.schedules`: the paper's learning rate and two that end a short run near 0;
+* :mod:`.precision`: fp32, bf16 or fp16 with loss scaling;
+* :mod:`.optimizer`: Adam, clipping and the schedule, applied once a step;
+* :mod:`.progress`: the progress bar;
+* :mod:`.run_folder`: the run's checkpoint, snapshots and metrics on disk;
+* :mod:`.distributed`: several processes, as ``torchrun`` starts them.
+
+``from transformer_lib.training import X`` gives the names below, wherever they live.
+"""
+
+from transformer_lib.training.config import TrainConfig
+from transformer_lib.training.optimizer import adam
+from transformer_lib.training.precision import PRECISIONS, Precision, device_precision, resolve_precision
+from transformer_lib.training.schedules import SCHEDULES, cooldown_lr, noam_lr, time_linear_lr
+from transformer_lib.training.tasks import label_smoothed_cross_entropy
+from transformer_lib.training.trainer import Trainer, check_trainable, steps_in_time
+
+__all__ = [
+    "PRECISIONS",
+    "SCHEDULES",
+    "Precision",
+    "TrainConfig",
+    "Trainer",
+    "adam",
+    "check_trainable",
+    "cooldown_lr",
+    "device_precision",
+    "label_smoothed_cross_entropy",
+    "noam_lr",
+    "resolve_precision",
+    "steps_in_time",
+    "time_linear_lr",
+]
