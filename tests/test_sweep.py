@@ -1,4 +1,4 @@
-"""Issue 11's tools: the sweep driver, its archive, the time budget, half-precision export, scoring."""
+"""The tools of a training campaign: the sweep driver, its archive, the time budget, half-precision export, scoring."""
 
 import json
 import subprocess
@@ -55,7 +55,7 @@ def test_every_committed_experiment_is_a_valid_sweep_or_run_config(path, tmp_pat
         load_config(path)
 
 
-# Each CPU sweep file of issues 35 and 47 and the results folder that holds its runs' records.
+# Each sweep file of the CPU recipe and the results folder that holds its runs' records.
 CPU_RECORDS = {
     "curve": "",
     "seeds": "seeds",
@@ -104,7 +104,7 @@ def test_the_batch_4096_seeds_take_seed_0_from_attempt_27s_record(tmp_path):
 
 
 def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_path):
-    """Issue 36's seeds and precisions train sweep 2's recipe, not a drifted copy of it."""
+    """Round 3's seeds and precisions train sweep 2's recipe, not a drifted copy of it."""
     for name in ("precision", "seeds"):
         for path in sweep.plan(ROOT / f"experiments/multi30k/round3/{name}.yaml", tmp_path / name).values():
             config = yaml.safe_load(path.read_text(encoding="utf-8"))
