@@ -15,7 +15,9 @@ process starts, so a typo fails at once, not after minutes of GPU time. ``only``
 ``--runs``) trains some of a file's runs: the rest of a stopped sweep into the same ``--out``, whose
 ``sweep.json`` then gains them, or the one run a lent machine has time for. :func:`pack` puts a
 sweep's records (configs, environments, metrics, logs, scores, hypotheses, exported half-precision
-models) into one ``.tar.gz`` and leaves out the checkpoints.
+models) into one ``.tar.gz`` and leaves out the checkpoints. Extracted under ``results/``, such a
+sweep is committed with ``python -m transformer_lib.records FOLDER`` (:mod:`transformer_lib.records`):
+the runs' summaries stay files, the rest goes back into one archive that the code still reads.
 """
 
 from __future__ import annotations
