@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from transformer_lib import checkpoint
+from transformer_lib import checkpoint, records
 from transformer_lib.cli import sweep
 from transformer_lib.cli.config import load_config, resolved_config
 from transformer_lib.errors import InvalidValue, MissingFile
@@ -110,7 +110,7 @@ def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_p
             config = yaml.safe_load(path.read_text(encoding="utf-8"))
             direction = f"{config['data']['src']}_{config['data']['tgt']}"
             shipped = yaml.safe_load(
-                (ROOT / f"results/multi30k/sweep2/configs/{direction}-prenorm.yaml").read_text(encoding="utf-8")
+                records.read_text(ROOT / f"results/multi30k/sweep2/configs/{direction}-prenorm.yaml")
             )
             shipped["data"].pop("tokenizer")  # "bpe", the default, which the packaged config leaves out
             for section in ("data", "model", "task", "decoding", "evaluation"):
