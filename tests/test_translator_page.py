@@ -8,7 +8,9 @@ sentence takes. Needs the built site and Chromium, like tests/test_browser.py.
 """
 
 import json
+import os
 import random
+import re
 import statistics
 from pathlib import Path
 
@@ -24,7 +26,8 @@ from transformer_lib.web.export import OnnxTranslator
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
-SITE = Path(__file__).parent.parent / "_build" / "html"
+# The built site: _build/html, or the folder in BOOK_SITE (a build elsewhere, e.g. --path-output)
+SITE = Path(os.environ.get("BOOK_SITE") or Path(__file__).parent.parent / "_build" / "html")
 PAGE = "book/translator.html"
 MODELS = SITE / "_static" / "translator" / "models"
 SENTENCES = {
@@ -570,3 +573,86 @@ def test_the_inside_pages_beam_search_is_the_packages(inside_site):
         expected = beam_search(model, src, beam_size=k, alpha=alpha)[0]
         assert result["winner"] == tokenizer.decode(expected), (text, k, alpha)
         assert result["hypotheses"] == k and result["steps"] >= len(expected) + 1
+
+
+# -- The translator page for every reader: keyboard, screen reader, languages, both themes ------
+READER = """
+  const $ = (id) => document.getElementById(id);
+  const status = $("translator-status");
+  const controls = [...document.querySelectorAll("#translator :is(select, textarea, button, [tabindex])")];
+  const order = { input: controls.indexOf($("translator-input")), button: controls.indexOf($("translator-button")),
+                  positive: controls.filter((c) => c.tabIndex > 0).length };
+  await until(() => document.querySelectorAll("#translator-examples button span[lang]").length === 5);
+  const lang = () => ({ input: $("translator-input").lang, output: $("translator-output").lang,
+    examples: [...new Set([...document.querySelectorAll("#translator-examples button span")].map((s) => s.lang))] });
+  const before = lang();
+  $("translator-input").value = "Ein Hund rennt über eine Wiese.";
+  $("translator-button").click();
+  await until(() => Number(status.dataset.done || 0) > 0);
+  const table = $("translator-heatmap");
+  const rows = [...table.querySelectorAll("tr.output-row")].map((row) => [...row.querySelectorAll("td")].map(
+    (td) => [Number(td.dataset.w), td.textContent]));
+  const scroll = table.closest(".translator-scroll");
+  const box = { tabIndex: scroll.tabIndex, role: scroll.getAttribute("role"),
+                name: $(scroll.getAttribute("aria-labelledby")).textContent.replace(/\\s+/g, " ").trim() };
+  const strongest = [...$("translator-strongest").children].map((li) => li.textContent);
+  const headers = { rows: [...table.querySelectorAll("th.output")].map((th) => [th.scope, th.lang]),
+                    columns: [...table.querySelectorAll("th.source")].map((th) => [th.scope, th.lang]),
+                    sources: [...table.querySelectorAll("th.source")].map((th) => th.textContent),
+                    outputs: [...table.querySelectorAll("th.output")].map((th) => th.textContent) };
+  const translated = lang();
+  choose("translator-direction", "en_de");
+  await until(() => document.querySelector("#translator-examples button span[lang='en']"));
+  const switched = lang();
+  const themes = {};
+  const probe = document.createElement("td");
+  probe.style.setProperty("--w", "1");
+  table.querySelector("tr.output-row").append(probe);
+  for (const theme of ["light", "dark"]) {
+    document.documentElement.dataset.theme = theme;
+    themes[theme] = { caption: $("translator-caption").innerText.replace(/\\s+/g, " "),
+                      full: getComputedStyle(probe).backgroundColor,
+                      page: getComputedStyle(document.body).backgroundColor };
+  }
+  return { order, before, translated, switched, rows, box, strongest, headers, themes };
+"""
+
+
+def luminance(css: str) -> float:
+    """The relative luminance (WCAG 2) of an opaque CSS rgb() colour."""
+    channels = [int(c) / 255 for c in re.findall(r"[\d.]+", css)[:3]]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_the_page_works_from_the_keyboard_a_screen_reader_and_both_themes(site):
+    got = run(site, READER)
+    assert got["order"]["input"] < got["order"]["button"] and got["order"]["positive"] == 0  # type, then Translate
+    assert got["before"] == {"input": "de", "output": "en", "examples": ["de"]}
+    assert got["translated"] == got["before"]
+    assert got["switched"] == {"input": "en", "output": "en", "examples": ["en"]}  # the output is still English
+    # The heatmap as a data table: every cell says its weight, every header its scope and language.
+    rows = got["rows"]
+    assert rows and all(text == f"{w:.2f}" for row in rows for w, text in row)
+    assert {tuple(h) for h in got["headers"]["rows"]} == {("row", "en")}
+    assert {tuple(h) for h in got["headers"]["columns"]} == {("col", "de")}
+    assert got["box"]["tabIndex"] == 0 and got["box"]["role"] == "region"
+    assert got["box"]["name"].startswith("Cross-attention weight")
+    # In words: each output token's most attended source token, and its weight.
+    sources, outputs = got["headers"]["sources"], got["headers"]["outputs"]
+    expected = []
+    for output, row in zip(outputs, rows, strict=True):
+        best = max(range(len(row)), key=lambda c: row[c][0])
+        expected.append(f"{output} → {sources[best]} ({row[best][0]:.2f})")
+    assert got["strongest"] == expected
+    # The full colour stands out from the page in both themes (4.5:1, beyond WCAG's 3:1 for graphics),
+    # and the caption names the direction of the ramp that each theme shows.
+    for theme, word in (("light", "darker is more"), ("dark", "brighter is more")):
+        seen = got["themes"][theme]
+        assert word in seen["caption"], seen
+        assert contrast(seen["full"], seen["page"]) >= 4.5, seen

@@ -7,11 +7,14 @@ import { modelInfo } from "./translator.js";
 
 export async function showExamples(list, direction, pick) {
   const { examples } = await modelInfo(direction); // shared with the model's load: one fetch
-  const button = (text, label) => {
+  const button = (text, note = "") => {
     const element = document.createElement("button");
     element.type = "button";
     element.className = "translator-example";
-    element.textContent = label;
+    const sentence = document.createElement("span");
+    sentence.lang = direction.split("_")[0]; // the sentence is in the source language, the note in English
+    sentence.textContent = text;
+    element.append(sentence, note);
     element.addEventListener("click", () => pick(text));
     return element;
   };
@@ -19,8 +22,8 @@ export async function showExamples(list, direction, pick) {
   label.textContent = "Start from: ";
   list.replaceChildren(
     label,
-    ...examples.test.map((text) => button(text, text)),
-    ...examples.outside.map((text) => button(text, `${text} (outside the domain)`)),
+    ...examples.test.map((text) => button(text)),
+    ...examples.outside.map((text) => button(text, " (outside the domain)")),
   );
   return examples;
 }

@@ -3,6 +3,7 @@
 // the encoder and decoder. The model and its files are the translator page's (translator.js).
 
 import { showExamples } from "./examples.js";
+import { drawHeatmap } from "./heatmap.js";
 import { Translator, argmax, confidenceOf, probability } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
@@ -145,7 +146,7 @@ function preload() {
 
 // The page's state: the model, the encoded source, the prefix (<bos> first) and, for each prefix
 // length, the decoder's answer (so that going back is instant).
-const state = { model: null, source: null, prefix: [], steps: [], random: null, cut: false, actions: 0 };
+const state = { model: null, direction: "de_en", source: null, prefix: [], steps: [], random: null, cut: false, actions: 0 };
 
 function say(text, isError = false) {
   const status = $("inside-status");
@@ -186,6 +187,7 @@ async function encode() {
     }
     const start = performance.now();
     state.model = model;
+    state.direction = direction;
     state.source = await model.encode(text);
     state.prefix = [model.info.special_ids["<bos>"]];
     state.steps = [];
@@ -267,6 +269,7 @@ function draw() {
   const label = (id) => model.tokenizer.label(id);
   $("inside-output").replaceChildren(...prefix.map((id, i) =>
     element("span", label(id), i === prefix.length - 1 ? "inside-token inside-current" : "inside-token")));
+  $("inside-output").lang = $("inside-text").lang = state.direction.split("_")[1];
   $("inside-text").textContent = model.tokenizer.decode(prefix.slice(1).filter((id) => id !== model.info.special_ids["<eos>"]));
   drawConfidence();
   drawChart();
@@ -340,23 +343,16 @@ function drawAttention() {
   const rowIds = kind === "encoder" ? source.srcIds : prefix;
   const colIds = kind === "cross" ? source.srcIds : rowIds;
   const label = (id) => model.tokenizer.label(id);
-  const table = $("inside-heatmap");
-  const header = element("tr");
-  header.append(element("th", kind === "encoder" ? "source ↓ / source →" : kind === "self" ? "output ↓ / output →" : "output ↓ / source →", "corner"));
-  for (const id of colIds) header.append(element("th", label(id), "source"));
-  const body = rowIds.map((id, r) => {
-    const row = element("tr", undefined, "output-row");
-    row.append(element("th", label(id), "output"));
-    weights[r].forEach((value, c) => {
-      const td = element("td");
-      td.style.backgroundColor = `rgba(31, 90, 180, ${value.toFixed(3)})`;
-      td.title = `${label(id)} → ${label(colIds[c])}: ${value.toFixed(2)}`;
-      td.dataset.w = String(value);
-      row.append(td);
-    });
-    return row;
+  const [src, tgt] = state.direction.split("_");
+  drawHeatmap($("inside-heatmap"), {
+    rows: rowIds.map(label),
+    columns: colIds.map(label),
+    weights,
+    corner: kind === "encoder" ? "source ↓ / source →" : kind === "self" ? "output ↓ / output →" : "output ↓ / source →",
+    rowLang: kind === "encoder" ? src : tgt,
+    columnLang: kind === "self" ? tgt : src,
+    strongest: null,
   });
-  table.replaceChildren(header, ...body);
 }
 
 function fill(select, count, noun) {
@@ -450,6 +446,7 @@ function action(fn) {
 
 $("inside-direction").addEventListener("change", () => {
   $("inside-input").value = EXAMPLES[$("inside-direction").value];
+  $("inside-input").lang = $("inside-direction").value.split("_")[0];
   showExamples($("inside-examples"), $("inside-direction").value, pickExample).catch(() => {});
   preload();
 });

@@ -2,6 +2,7 @@
 // cross-attention of every output token over the source tokens as a heatmap.
 
 import { showExamples } from "./examples.js";
+import { drawHeatmap as draw } from "./heatmap.js";
 import { Translator } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
@@ -32,35 +33,31 @@ function weights(attention, layer, head) {
   return out.map((row) => row.map((w) => w / n));
 }
 
-function cell(tag, text, className) {
-  const element = document.createElement(tag);
-  element.textContent = text;
-  if (className) element.className = className;
-  return element;
-}
-
 function drawHeatmap() {
   const table = $("translator-heatmap");
-  table.replaceChildren();
-  if (!last) return;
-  const { result, tokenizer } = last;
-  const w = weights(result.attention, $("translator-layer").value, $("translator-head").value);
-  const header = document.createElement("tr");
-  header.append(cell("th", "output ↓ / source →", "corner"));
-  for (const id of result.srcIds) header.append(cell("th", tokenizer.label(id), "source"));
-  table.append(header);
-  result.ids.forEach((id, r) => {
-    const row = document.createElement("tr");
-    row.className = "output-row";
-    row.append(cell("th", tokenizer.label(id), "output"));
-    w[r].forEach((value, c) => {
-      const td = cell("td", "");
-      td.style.backgroundColor = `rgba(31, 90, 180, ${value.toFixed(3)})`;
-      td.title = `${tokenizer.label(id)} → ${tokenizer.label(result.srcIds[c])}: ${value.toFixed(2)}`;
-      row.append(td);
-    });
-    table.append(row);
+  const strongest = $("translator-strongest");
+  if (!last) {
+    table.replaceChildren();
+    strongest.replaceChildren();
+    return;
+  }
+  const { result, tokenizer, direction } = last;
+  const [src, tgt] = direction.split("_");
+  draw(table, {
+    rows: result.ids.map((id) => tokenizer.label(id)),
+    columns: result.srcIds.map((id) => tokenizer.label(id)),
+    weights: weights(result.attention, $("translator-layer").value, $("translator-head").value),
+    corner: "output ↓ / source →",
+    rowLang: tgt,
+    columnLang: src,
+    strongest,
   });
+}
+
+// The box's language (lang="de" or "en") follows the direction; the output's is set with each
+// translation, and the examples' by examples.js.
+function setLanguages() {
+  $("translator-input").lang = $("translator-direction").value.split("_")[0];
 }
 
 function fillSelect(select, count, noun) {
@@ -91,11 +88,12 @@ async function run() {
     status.textContent = "Translating…";
     const result = await model.translate(text);
     $("translator-output").textContent = result.text;
+    $("translator-output").lang = direction.split("_")[1];
     showConfidence(result, model.info);
     const [, layers, heads] = result.attention.dims;
     fillSelect($("translator-layer"), layers, "layer");
     fillSelect($("translator-head"), heads, "head");
-    last = { result, tokenizer: model.tokenizer };
+    last = { result, tokenizer: model.tokenizer, direction };
     drawHeatmap();
     status.textContent = result.finished
       ? `${result.ids.length} tokens from ${result.srcIds.length} in ${Math.round(result.ms)} ms, on this computer.`
@@ -157,6 +155,7 @@ function preload() {
 }
 
 $("translator-direction").addEventListener("change", () => {
+  setLanguages();
   examples($("translator-direction").value).catch(() => {});
   preload();
 });
@@ -167,5 +166,6 @@ $("translator-input").addEventListener("keydown", (event) => {
 $("translator-layer").addEventListener("change", drawHeatmap);
 $("translator-head").addEventListener("change", drawHeatmap);
 $("translator-button").disabled = false;
+setLanguages();
 examples($("translator-direction").value).catch(() => {});
 preload();
