@@ -18,6 +18,7 @@ unpacked into ``results/``.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import io
 import os
@@ -36,6 +37,14 @@ SUMMARIES = ("config.yaml", "*.json")
 SWEEP_FILES = ("sweep.json", "README.md", "summary.txt", "device.txt")
 
 
+@functools.lru_cache(maxsize=4)
+def _members(archive: Path, stamp: tuple[int, int]) -> dict[str, bytes | str]:
+    """Every file of ``archive``: its bytes, or for a link the path it points to. Cached by the archive's
+    size and time (``stamp``): a lesson reads many files of one sweep, and a gzip stream is read whole."""
+    with tarfile.open(archive, "r:gz") as tar:
+        return {i.name: i.linkname if i.issym() else tar.extractfile(i).read() for i in tar if i.isfile() or i.issym()}
+
+
 def archive_of(path: str | os.PathLike) -> tuple[Path, str] | None:
     """The archive that holds ``path`` and the member's name in it, or None.
 
@@ -49,10 +58,14 @@ def archive_of(path: str | os.PathLike) -> tuple[Path, str] | None:
         archive = folder.with_name(folder.name + ".tar.gz")
         if archive.is_file():
             member = (Path(folder.name) / path.relative_to(folder)).as_posix()
-            with tarfile.open(archive, "r:gz") as tar:
-                if member in tar.getnames():
-                    return archive, member
+            if member in _members(archive, _stamp(archive)):
+                return archive, member
     return None
+
+
+def _stamp(archive: Path) -> tuple[int, int]:
+    stat = archive.stat()
+    return stat.st_size, stat.st_mtime_ns
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
@@ -64,11 +77,10 @@ def read_bytes(path: str | os.PathLike) -> bytes:
     if found is None:
         raise MissingFile(f"no record {path}: neither a file nor in a sweep archive beside a folder above it")
     archive, member = found
-    with tarfile.open(archive, "r:gz") as tar:
-        info = tar.getmember(member)
-        if info.issym():  # a shared tokenizer: the link points from the member's place to its one copy
-            return read_bytes(path.parent / info.linkname)
-        return tar.extractfile(info).read()
+    data = _members(archive, _stamp(archive))[member]
+    if isinstance(data, str):  # a shared tokenizer: the link points from the member's place to its one copy
+        return read_bytes(path.parent / data)
+    return data
 
 
 def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
