@@ -11,7 +11,8 @@ highlighted code), with the Chromium the browser tests already use (``tests/conf
 by Playwright so that the print waits until MathJax has typeset every formula.
 
 ``--check`` opens a PDF with pypdf and fails unless it holds every lesson's title and at least one
-figure (an image) between each lesson's title and the next one's; tests/test_pdf.py runs it on the
+figure (a raster image, or a figure of the PDF's structure tree: the diagrams are vector drawings)
+between each lesson's title and the next one's; tests/test_pdf.py runs it on the
 PDF this script built, where there is one.
 """
 
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,6 +127,8 @@ def print_pdf(folder: Path, pdf: Path) -> None:
             path=str(pdf),
             format="A4",
             print_background=True,
+            tagged=True,  # a structure tree: figures (vector diagrams too) with their alt text, for readers and checks
+            outline=True,  # the headings as bookmarks
             margin={"top": "18mm", "bottom": "18mm", "left": "15mm", "right": "15mm"},
             display_header_footer=True,
             header_template="<span></span>",
@@ -135,15 +139,39 @@ def print_pdf(folder: Path, pdf: Path) -> None:
 
 
 def normalized(text: str) -> str:
-    return " ".join(text.split()).lower()
+    """Text as extracted, compared: ligatures spelled out ("Eﬃciency"), whitespace collapsed, lower case."""
+    return " ".join(unicodedata.normalize("NFKC", text).split()).lower()
+
+
+def figures_per_page(reader) -> list[int]:
+    """How many figures each page shows: its raster images, and its tagged figures (a vector diagram too)."""
+    counts = [len(page.images) for page in reader.pages]
+    number = {page.indirect_reference.idnum: i for i, page in enumerate(reader.pages)}
+    root = reader.trailer["/Root"].get("/StructTreeRoot")
+    stack = [root.get_object()] if root is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(item.get_object() for item in node)
+            continue
+        if not hasattr(node, "get"):
+            continue  # a marked-content number
+        page = node.raw_get("/Pg") if "/Pg" in node else None
+        if node.get("/S") == "/Figure" and page is not None and page.idnum in number:
+            counts[number[page.idnum]] += 1
+        if "/K" in node:
+            stack.append(node["/K"].get_object())
+    return counts
 
 
 def problems(pdf: Path) -> list[str]:
     """What the PDF lacks: a lesson's title, or a figure in a lesson (one line each)."""
     from pypdf import PdfReader
 
-    pages = PdfReader(pdf).pages
+    reader = PdfReader(pdf)
+    pages = reader.pages
     texts = [normalized(page.extract_text() or "") for page in pages]
+    figures = figures_per_page(reader)
     # Each lesson starts at the last page naming its title before the next lesson starts: the
     # contents list and later cross-references name it too. Found from the last lesson back.
     found, starts, limit = [], {}, len(pages) - 1
@@ -156,7 +184,7 @@ def problems(pdf: Path) -> list[str]:
     ordered = sorted(starts.items(), key=lambda item: item[1])
     for (name, start), (_, following) in zip(ordered, [*ordered[1:], (None, len(pages))], strict=True):
         end = max(following - 1, start)
-        if sum(len(pages[i].images) for i in range(start, end + 1)) == 0:
+        if sum(figures[start : end + 1]) == 0:
             found.append(f"{name}: no figure on its pages ({start + 1} to {end + 1})")
     return sorted(found)
 
