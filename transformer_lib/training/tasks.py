@@ -1,10 +1,11 @@
-"""What a model learns, separated from how it is trained: the :class:`Task` contract.
+"""What a model learns, separated from how it is trained: the :class:`Task` contract and the losses.
 
 The :class:`~transformer_lib.training.Trainer` runs the loop (optimizer, schedule, clipping,
 accumulation, autocast, compile, validation, logging, checkpoints, several processes) and knows
 nothing about what a batch holds or how a loss is computed: a task tells it. Translation is one
 task; a language model, a masked-language model or an image classifier is another, trained by
-the same loop.
+the same loop. The losses live here too: lesson 9's :func:`label_smoothed_cross_entropy`, and the
+fused :func:`token_cross_entropy` that every token-predicting task trains with.
 """
 
 from __future__ import annotations
