@@ -7,6 +7,8 @@ without either the tests skip and say why.
 """
 
 import base64
+import json
+import os
 import re
 from pathlib import Path
 
@@ -16,7 +18,8 @@ from conftest import SCROLLBAR, VIEWPORT
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
-SITE = Path(__file__).parent.parent / "_build" / "html"
+# The built site: _build/html, or the folder in BOOK_SITE (a build elsewhere, e.g. --path-output)
+SITE = Path(os.environ.get("BOOK_SITE") or Path(__file__).parent.parent / "_build" / "html")
 NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
 
 
@@ -118,3 +121,209 @@ def test_a_lessons_code_shows_its_formatted_width_without_wrapping(open_page, se
         viewport = {**VIEWPORT, "width": VIEWPORT["width"] - SCROLLBAR}
         shown = open_page(base + page, script=COLUMNS_SHOWN, viewport=viewport).value
     assert shown >= columns, f"a code block shows {shown} characters a line; the lessons' code is {columns} wide"
+
+
+# -- Every reader's screen: a phone, the dark theme, images and diagrams, axe-core -----------------
+PHONE = {"width": 390, "height": 844}  # an ordinary phone's screen, in CSS pixels
+
+
+def built_pages() -> list[str]:
+    pages = site_pages()
+    if not pages:
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    return pages
+
+
+def test_every_page_fits_a_phones_screen(open_page, serve_folder):
+    """Nothing scrolls the page sideways at 390 pixels: long inline code wraps, wide tables, code and
+    formulas scroll inside themselves (custom.css)."""
+    wide = []
+    with serve_folder(SITE) as base:
+        for page in built_pages():
+            width = open_page(base + page, viewport=PHONE, script="document.scrollingElement.scrollWidth").value
+            if width > PHONE["width"] + 1:
+                wide.append(f"{page}: {width} px wide")
+    assert not wide, "\n".join(wide)
+
+
+def test_the_phone_check_can_fail(open_page, serve_folder, tmp_path):
+    (tmp_path / "wide.html").write_text(f"<html><body><p><code>{'x' * 80}</code></p></body></html>", "utf-8")
+    with serve_folder(tmp_path) as base:
+        width = open_page(base + "wide.html", viewport=PHONE, script="document.scrollingElement.scrollWidth").value
+    assert width > PHONE["width"] + 1
+
+
+# The alt text of every image of the page that is not a real description: empty, or a file's path or name.
+ALT_TEXTS = """[...document.querySelectorAll('.bd-article img')]
+  .map((img) => [img.getAttribute('src'), (img.getAttribute('alt') || '').trim()])
+  .filter(([src, alt]) => !alt || /^[.\\/]|\\.(png|svg|jpe?g|gif)$|_images\\//i.test(alt))"""
+
+
+def test_every_image_has_alt_text_that_says_what_it_shows(open_page, serve_folder):
+    missing = []
+    with serve_folder(SITE) as base:
+        for page in built_pages():
+            missing += [f"{page}: {src} has alt {alt!r}" for src, alt in open_page(base + page, script=ALT_TEXTS).value]
+    assert not missing, f"{len(missing)} images without a description:\n" + "\n".join(missing)
+
+
+def test_the_alt_text_check_can_fail(open_page, serve_folder, tmp_path):
+    (tmp_path / "pixel.png").write_bytes(PIXEL)
+    (tmp_path / "alt.html").write_text(
+        "<html><body><div class='bd-article'><img src='pixel.png' alt='A single white pixel.'>"
+        "<img src='pixel.png' alt='../_images/pixel.png'><img src='pixel.png'></div></body></html>",
+        encoding="utf-8",
+    )
+    with serve_folder(tmp_path) as base:
+        found = open_page(base + "alt.html", script=ALT_TEXTS).value
+    assert found == [["pixel.png", "../_images/pixel.png"], ["pixel.png", ""]]
+
+
+# Each plot and diagram of the page in the dark theme: its background colour and filter.
+DARK_IMAGES = """(() => {
+  document.documentElement.dataset.theme = 'dark';
+  const pick = (selector) => [...document.querySelectorAll(selector)].map((img) => {
+    const style = getComputedStyle(img);
+    return [img.getAttribute('src'), style.backgroundColor, style.filter];
+  });
+  return { plots: pick('.bd-article div.cell_output img'),
+           diagrams: pick('.bd-article img[src$=".svg"]:not([src*="colab"])') };
+})()"""
+
+
+def test_plots_and_diagrams_sit_on_a_dimmed_white_card_in_the_dark_theme(open_page, serve_folder):
+    """They are drawn on white: on the dark theme they keep a white card, dimmed (custom.css)."""
+    plots = diagrams = 0
+    wrong = []
+    with serve_folder(SITE) as base:
+        for page in built_pages():
+            if not page.startswith("notebooks/"):
+                continue
+            seen = open_page(base + page, script=DARK_IMAGES).value
+            plots, diagrams = plots + len(seen["plots"]), diagrams + len(seen["diagrams"])
+            for src, background, filter_ in seen["plots"] + seen["diagrams"]:
+                if background != "rgb(255, 255, 255)" or "brightness" not in filter_:
+                    wrong.append(f"{page}: {src}: background {background}, filter {filter_}")
+    assert plots >= 20, plots  # the lessons' plots were found
+    assert not wrong, "\n".join(wrong)
+
+
+FIGURES = SITE / "_static" / "figures"
+
+
+def test_every_diagram_loads_with_a_size(open_page, serve_folder):
+    """Each of the book's diagrams (book/_static/figures/*.svg) loads as an image with a natural size."""
+    names = sorted(p.name for p in FIGURES.glob("*.svg")) if FIGURES.is_dir() else []
+    if not names:
+        pytest.skip(f"no diagrams in {FIGURES}: build the book first")
+    script = f"""Promise.all({names!r}.map((name) => new Promise((resolve) => {{
+      const img = new Image();
+      img.onload = () => resolve([name, img.naturalWidth, img.naturalHeight]);
+      img.onerror = () => resolve([name, 0, 0]);
+      img.src = '../_static/figures/' + name;
+    }})))"""
+    with serve_folder(SITE) as base:
+        sizes = open_page(base + "book/intro.html", script=script).value
+    assert [name for name, width, height in sizes if width < 50 or height < 50] == [], sizes
+
+
+BOOK_MAP = """(async () => {
+  const map = document.querySelector('object.book-map');
+  if (!map) return null;
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const svg = map.contentDocument && map.contentDocument.querySelector('svg');
+  return { label: map.getAttribute('aria-label'), fallback: map.querySelectorAll('ul a').length,
+           rendered: Boolean(svg), links: svg ? svg.querySelectorAll('a').length : 0,
+           height: map.getBoundingClientRect().height };
+})()"""
+
+
+def test_the_intro_shows_the_book_map_with_links_to_the_lessons(open_page, serve_folder):
+    if not (SITE / "book/intro.html").is_file():
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    with serve_folder(SITE) as base:
+        seen = open_page(base + "book/intro.html", script=BOOK_MAP).value
+    assert seen is not None, "the intro has no <object class='book-map'>"
+    assert seen["label"] and seen["fallback"] == 10  # a list of the ten lessons where SVG cannot show
+    if (FIGURES / "book_map.svg").is_file():
+        assert seen["rendered"] and seen["links"] >= 10 and seen["height"] > 100, seen
+
+
+# axe-core (https://github.com/dequelabs/axe-core), the copy that PyPI's axe-playwright-python bundles.
+# Rules left out, each because the markup is not the book's to change:
+IGNORED_RULES = {
+    # pydata-sphinx-theme puts the book's title and logo above the sidebar outside any landmark.
+    "region",
+    # docutils' HTML writer marks the bibliography as role="list" holding role="doc-biblioentry"
+    # entries, a role ARIA 1.2 deprecates (sphinxcontrib-bibtex's page, book/bibliography.md).
+    "aria-allowed-role",
+    "aria-deprecated-role",
+    "aria-required-children",
+}
+# Table header cells that axe's empty-table-header rule (a best practice) misreads, marked before
+# it runs and left out: a table's empty top-left corner above its row labels (lesson 1's and
+# several_gpus' comparisons), and headers that are a formula alone, which MathJax draws as
+# graphics with an assistive MathML copy that axe does not read as text (quick_reference's sizes).
+MARK_SKIPPED_HEADERS = """document.querySelectorAll('thead th').forEach((th) => {
+  const words = th.cloneNode(true);
+  words.querySelectorAll('mjx-container').forEach((formula) => formula.remove());
+  const corner = th.matches(':first-child') && !th.textContent.trim();
+  const formula = th.querySelector('mjx-container') && !words.textContent.trim();
+  if (corner || formula) th.dataset.axeSkip = '';
+});"""
+AXE_CONTEXT = {"exclude": [["[data-axe-skip]"]]}
+# Each kind of page: the intro and translator pages in both themes, the inside page, a lesson with
+# formulas, plots and tables, the API reference, the quick reference. (axe takes tens of seconds a
+# page here: every page would take minutes.)
+AXE_PAGES = {
+    "book/intro.html": ("light", "dark"),
+    "book/translator.html": ("light", "dark"),
+    "book/inside.html": ("light",),
+    "book/api.html": ("light",),
+    "book/quick_reference.html": ("light",),
+    "book/several_gpus.html": ("light",),
+    "notebooks/01_why_attention.html": ("light",),
+    "notebooks/04_attention.html": ("light", "dark"),
+}
+
+
+def axe_source() -> str:
+    axe = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python (axe-core)")
+    return (Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+
+
+def axe_script(source: str, theme: str = "light") -> str:
+    options = {"resultTypes": ["violations"], "rules": {rule: {"enabled": False} for rule in IGNORED_RULES}}
+    return f"""(async () => {{
+      document.documentElement.dataset.theme = {json.dumps(theme)};
+      const script = document.createElement('script');
+      script.textContent = {json.dumps(source)};
+      document.head.append(script);
+      {MARK_SKIPPED_HEADERS}
+      const {{ violations }} = await axe.run({json.dumps(AXE_CONTEXT)}, {json.dumps(options)});
+      return violations.map((v) => `${{v.id}} (${{v.impact}}): ${{v.help}}: ` +
+        v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; '));
+    }})()"""
+
+
+def test_axe_core_finds_no_violation_on_each_kind_of_page(open_page, serve_folder):
+    source = axe_source()
+    found = []
+    pages = built_pages()
+    assert set(AXE_PAGES) <= set(pages), set(AXE_PAGES) - set(pages)
+    with serve_folder(SITE) as base:
+        for page, themes in AXE_PAGES.items():
+            for theme in themes:
+                violations = open_page(base + page, script=axe_script(source, theme)).value
+                found += [f"{page} ({theme}): {v}" for v in violations]
+    assert not found, "\n".join(found)
+
+
+def test_axe_core_can_fail(open_page, serve_folder, tmp_path):
+    (tmp_path / "pixel.png").write_bytes(PIXEL)
+    (tmp_path / "bad.html").write_text(
+        "<html lang='en'><body><main><img src='pixel.png'><button></button></main></body></html>", "utf-8"
+    )
+    with serve_folder(tmp_path) as base:
+        violations = open_page(base + "bad.html", script=axe_script(axe_source())).value
+    assert {v.split(" ")[0] for v in violations} >= {"image-alt", "button-name"}, violations
