@@ -94,6 +94,9 @@ def prepare(entry: Entry) -> Path:
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull}
     pip = [str(python), "-m", "pip", "install", "--quiet"]
     run([*pip, "--upgrade", "pip"], env=env)
+    # The package was once installed as the distribution transformer_lib; beside transformer-book it
+    # would make the lessons' install cell refuse the environment (two owners of transformer_lib).
+    run([str(python), "-m", "pip", "uninstall", "--yes", "--quiet", "transformer_lib"], env=env)
     tools = [
         line for line in requirement_lines(ROOT / "requirements.txt") if re.split(r"[=<>~ ;]", line)[0] in TEST_TOOLS
     ]
