@@ -22,11 +22,14 @@ The assignments a student opens on Colab are checked the same way: where ``.ci/a
 has built them (``_build/assignments``), each solution runs alone too, its first cell installing
 the package and Otter-Grader, and every ``grader.check`` must pass (its public tests).
 
-Outputs are not compared (nbval does that in the repository); a lesson fails on any error in a
-cell not tagged ``raises-exception``, or an Otter check that failed, and the script says which
-lesson and cell. Lessons that did
-not fail leave nothing behind; a failed one keeps its folder under ``.colab/`` for a look (the
-notebook with its outputs, and ``kernel.log``: what the kernel and pip printed outside the cells).
+The lessons run under nbval, each in its own kernel (the notebook's kernelspec names it), so that
+every stored output is compared too: run with ``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``
+(as ``.ci/run`` does), this one execution is both the reader on Colab and the reader on another
+CPU. The assignments' solutions run with nbclient: a solution fails on any error in a cell not
+tagged ``raises-exception``, or an Otter check that failed, and the script says which one and
+cell. Notebooks that did not fail leave nothing behind; a failed solution keeps its folder under
+``.colab/`` for a look (the notebook with its outputs, and ``kernel.log``: what the kernel and pip
+printed outside the cells).
 """
 
 from __future__ import annotations
@@ -75,8 +78,8 @@ def site_packages(venv: Path) -> Path:
     return Path(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip())
 
 
-def lesson_copy(notebook: Path, folder: Path) -> Path:
-    """The notebook alone in ``folder``, its repository address replaced by this checkout's."""
+def lesson_copy(notebook: Path, folder: Path, kernel: str = "colab") -> Path:
+    """The notebook alone in ``folder``, its repository address replaced by this checkout's, run by ``kernel``."""
     repo, _ = configured()
     nb = nbformat.read(notebook, as_version=4)
     install = f"git+https://github.com/{repo}"
@@ -88,23 +91,28 @@ def lesson_copy(notebook: Path, folder: Path) -> Path:
         cell.source = cell.source.replace(f"https://github.com/{repo}", f"file://{ROOT}")
         if SKIPPED_TAGS & set(cell.metadata.get("tags", [])):
             cell.metadata.setdefault("tags", []).append("skip-execution")
+    nb.metadata["kernelspec"] = {"name": kernel, "display_name": "Colab-like", "language": "python"}
     copy = folder / notebook.name
     nbformat.write(nb, copy)
     return copy
 
 
-def lesson_environment(folder: Path, base: Path) -> Path:
-    """An environment of the lesson's own over the base one, with a Jupyter kernel; returns its kernels folder."""
+def lesson_environment(folder: Path, base: Path, kernel: str = "colab") -> Path:
+    """An environment of the lesson's own over the base one, with a Jupyter kernel; returns its kernels folder.
+
+    The kernel's ``PATH`` starts with that environment, so that a lesson's shell commands (``!python``)
+    run in it too, not in the environment that started the kernel."""
     venv = folder / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     (site_packages(venv) / "_colab_base.pth").write_text(
         f"{base}\n", encoding="utf-8"
     )  # pip comes from the base, as torch does
-    spec = folder / "kernels" / "colab"
+    spec = folder / "kernels" / kernel
     spec.mkdir(parents=True)
     argv = [str(venv / "bin" / "python"), "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    env = {"PATH": kernel_env(venv)["PATH"]}
     (spec / "kernel.json").write_text(
-        json.dumps({"argv": argv, "display_name": "Colab-like", "language": "python"}), encoding="utf-8"
+        json.dumps({"argv": argv, "display_name": "Colab-like", "language": "python", "env": env}), encoding="utf-8"
     )
     return spec.parent
 
@@ -158,6 +166,28 @@ def run_lesson(notebook: Path, base: Path) -> tuple[str, float, str | None]:
     return notebook.name, time.perf_counter() - start, None
 
 
+def compare_lessons(lessons: list[Path], base: Path) -> int:
+    """Every lesson alone in its own folder and environment, its outputs compared by nbval; pytest's exit code.
+
+    One kernel a lesson (``colab-<lesson>``, found through ``JUPYTER_PATH``), two lessons at a time,
+    ordered by the repository's conftest.py (the longest first). The variables of the emulated CPU,
+    if set, reach the kernels through this process's environment.
+    """
+    copies, kernel_dirs = [], []
+    for notebook in lessons:
+        folder = WORK / notebook.stem
+        folder.mkdir(parents=True)
+        kernel = f"colab-{notebook.stem.lower()}"
+        copies.append(lesson_copy(notebook, folder, kernel))
+        kernel_dirs.append(str(lesson_environment(folder, base, kernel).parent))
+    env = kernel_env(WORK / "none")
+    env["JUPYTER_PATH"] = os.pathsep.join(kernel_dirs)
+    sanitize = ROOT / "tests" / "nbval_sanitize.cfg"
+    pytest = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"]
+    pytest += ["-o", "addopts=", "--rootdir", str(ROOT), "--nbval", "--nbval-sanitize-with", str(sanitize)]
+    return subprocess.run([*pytest, *map(str, copies)], cwd=ROOT, env=env).returncode
+
+
 def assignment_solutions() -> list[Path]:
     """The solutions .ci/assignments.py built, but the capstone's: it trains for 20 minutes (skip-execution)."""
     solutions = sorted((ROOT / "_build" / "assignments").glob("*/autograder/*.ipynb"))
@@ -169,9 +199,10 @@ def assignment_solutions() -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
-    lessons = sorted((ROOT / "notebooks").glob("*.ipynb"), reverse=True)
-    notebooks = [Path(a).resolve() for a in argv] or [*lessons, *assignment_solutions()]
-    missing = [str(n) for n in notebooks if not n.is_file()]
+    given = [Path(a).resolve() for a in argv]
+    lessons = [n for n in given if n.parent == ROOT / "notebooks"] if given else sorted((ROOT / "notebooks").glob("*.ipynb"))
+    notebooks = [n for n in given if n not in lessons] if given else assignment_solutions()
+    missing = [str(n) for n in [*lessons, *notebooks] if not n.is_file()]
     if missing:
         print(f"no notebook at {', '.join(missing)}", file=sys.stderr)
         return 2
@@ -182,7 +213,11 @@ def main(argv: list[str]) -> int:
     base = make_base()
     print(f"the Colab-like base environment in {time.perf_counter() - start:.0f} s: {', '.join(PREINSTALLED)}")
     failed = []
-    # the last lessons train longest: start them first, two at a time on two cores
+    if lessons:
+        if compare_lessons(lessons, base) != 0:
+            print(f"a lesson alone failed or printed something else (their folders are under {WORK.relative_to(ROOT)}/)")
+            return 1
+        print(f"{len(lessons)} lessons ran alone, their outputs compared, in {time.perf_counter() - start:.0f} s")
     with ProcessPoolExecutor(max_workers=2) as pool:
         futures = [pool.submit(run_lesson, notebook, base) for notebook in notebooks]
         for future in as_completed(futures):
