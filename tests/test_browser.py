@@ -261,15 +261,13 @@ IGNORED_RULES = {
     "aria-required-children",
 }
 # Table header cells that axe's empty-table-header rule (a best practice) misreads, marked before
-# it runs and left out: a table's empty top-left corner above its row labels (lesson 1's and
-# several_gpus' comparisons), and headers that are a formula alone, which MathJax draws as
-# graphics with an assistive MathML copy that axe does not read as text (quick_reference's sizes).
+# it runs and left out: headers that are a formula alone, which MathJax draws as graphics with an
+# assistive MathML copy that axe does not read as text (quick_reference's sizes).
 MARK_SKIPPED_HEADERS = """document.querySelectorAll('thead th').forEach((th) => {
   const words = th.cloneNode(true);
   words.querySelectorAll('mjx-container').forEach((formula) => formula.remove());
-  const corner = th.matches(':first-child') && !th.textContent.trim();
   const formula = th.querySelector('mjx-container') && !words.textContent.trim();
-  if (corner || formula) th.dataset.axeSkip = '';
+  if (formula) th.dataset.axeSkip = '';
 });"""
 AXE_CONTEXT = {"exclude": [["[data-axe-skip]"]]}
 # Each kind of page: the intro and translator pages in both themes, the inside page, a lesson with
