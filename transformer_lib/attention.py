@@ -170,18 +170,16 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, block: int = 64, 
     return out
 
 
-def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> int:
+def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None, why: str = ": heads split d_model") -> int:
     """The number of key-value heads, once ``d_model``, ``n_heads`` and ``n_kv_heads`` (None: ``n_heads``)
-    are known to split into heads; else one clear error. The one place of these rules: every layer
-    and config that has heads checks them here."""
+    are known to split into heads; else one clear error, which ``why`` ends. The one place of these
+    rules: every layer and config that has heads checks them here."""
     n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
     for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
     if d_model % n_heads:
-        raise InvalidValue(
-            f"d_model={d_model} must be divisible by n_heads={n_heads}: heads split d_model (the paper: 512 / 8 = 64)"
-        )
+        raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}{why}")
     if n_heads % n_kv_heads:
         raise InvalidValue(
             f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}: each key-value head serves a group "

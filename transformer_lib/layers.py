@@ -80,7 +80,7 @@ class LayerConfig:
     n_kv_heads: int | None = None  # key-value heads (grouped-query attention); None: n_heads
 
     def __post_init__(self) -> None:
-        check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads, why=" (the paper: 512 / 8 = 64)")
         check_activation(self.activation)
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
