@@ -1,6 +1,6 @@
 """Every lesson's install cell and Colab badge, written for one version of the book.
 
-    python .ci/install_cell.py write [--ref REF] [NOTEBOOK ...]  # rewrite them (default: notebooks/*.ipynb, main)
+    python .ci/install_cell.py write [--ref REF] [NOTEBOOK ...]  # rewrite them (default: every notebooks/*.ipynb, main)
     python .ci/install_cell.py check [--ref REF] [NOTEBOOK ...]  # fail unless each is what write would make
 
 A lesson opened on Colab has nothing of this repository but itself: its first code cell installs
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
     if not re.fullmatch(r"main|v\d+\.\d+\.\d+", args.ref):
         print(f"--ref takes main or a release tag like v0.3.0, got {args.ref!r}", file=sys.stderr)
         return 2
-    paths = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))  # the lessons and the appendix
     stale = []
     for path in paths:
         text = path.read_text(encoding="utf-8")

@@ -121,3 +121,8 @@ def test_a_release_points_the_badge_and_the_install_at_its_tag(install_cell, tmp
 def test_a_ref_that_is_no_release_is_refused(install_cell, tmp_path, capsys):
     assert install_cell.main(["write", "--ref", "0.3", str(notebook(tmp_path))]) == 2
     assert "--ref takes main or a release tag like v0.3.0" in capsys.readouterr().err
+
+
+def test_every_notebook_installs_this_books_package_from_main(install_cell):
+    """Every lesson and the appendix: the install cell and Colab badge that `write` makes for main."""
+    assert install_cell.main(["check"]) == 0
