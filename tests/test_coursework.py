@@ -391,7 +391,7 @@ def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
         code = ["".join(c["source"]) for c in json.loads(master.read_text(encoding="utf-8"))["cells"]]
         assert sum('RELEASE = "v9.8.7"' in c for c in code) == 1 and not any('RELEASE = "main"' in c for c in code)
     requirements = (copy / "requirements.txt").read_text(encoding="utf-8")
-    assert re.search(r"^transformer_lib @ git\+https://\S+@v9\.8\.7$", requirements, re.M), requirements
+    assert re.search(r"^transformer-book @ git\+https://\S+@v9\.8\.7$", requirements, re.M), requirements
     assert "@main" not in requirements
     assert "@main" in (ROOT / "assignments" / "requirements.txt").read_text(encoding="utf-8")  # the masters untouched
 

@@ -170,7 +170,7 @@ def test_missing_onnx_packages_are_named_in_one_line(tmp_path, monkeypatch, caps
     assert main(["export-onnx", str(DE_EN), str(tmp_path / "out")]) == 2
     assert (
         capsys.readouterr().err
-        == "error: this needs onnxscript: pip install 'transformer_lib[onnx]' (requirements.txt has them)\n"
+        == "error: this needs onnxscript: pip install 'transformer-book[onnx]' (requirements.txt has them)\n"
     )
 
 

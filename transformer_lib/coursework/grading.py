@@ -152,7 +152,7 @@ def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
     requirements = copy / "requirements.txt"
     if requirements.exists():
         text = requirements.read_text(encoding="utf-8")
-        text = re.sub(r"(transformer_lib @ git\+\S+)@main\b", rf"\1@{release}", text)
+        text = re.sub(r"((?:transformer-book|transformer_lib) @ git\+\S+)@main\b", rf"\1@{release}", text)
         requirements.write_text(text, encoding="utf-8")
     return copy
 

@@ -115,7 +115,7 @@ def _require(*modules: str) -> None:
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise TransformerLibError(
-            f"this needs {', '.join(missing)}: pip install 'transformer_lib[onnx]' (requirements.txt has them)"
+            f"this needs {', '.join(missing)}: pip install 'transformer-book[onnx]' (requirements.txt has them)"
         )
 
 
