@@ -39,7 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_lib import utils  # noqa: E402
+from transformer_lib import records, utils  # noqa: E402
 from transformer_lib.coursework import grading, variants  # noqa: E402
 from transformer_lib.data import load_multi30k  # noqa: E402
 from transformer_lib.files import write_text  # noqa: E402
@@ -68,7 +68,7 @@ def with_translations(notebook: Path, out: Path, name: str, shift: int = 0, refe
     if references:
         lines = load_multi30k("test_2016_flickr", "en")
     else:
-        lines = CAPSTONE_TRANSLATIONS.read_text(encoding="utf-8").splitlines()
+        lines = records.read_text(CAPSTONE_TRANSLATIONS).splitlines()
         lines = lines[shift:] + lines[-1:] * shift
     path = out / f"{name}.zip"
     with zipfile.ZipFile(path, "w") as archive:
