@@ -102,7 +102,7 @@ def test_every_command_that_reads_a_model_takes_its_run_folder(smoke_run, tmp_pa
 
 def test_a_run_record_is_read_and_written_in_one_place():
     """The committed translators' records read back as typed values, and write back unchanged."""
-    for path in sorted(ROOT.glob("results/**/*_*.model_fp16.pt"))[:2]:
+    for path in sorted(ROOT.glob("translators/*_*.model_fp16.pt"))[:2]:
         state = checkpoint.load_checkpoint(path)
         record = RunRecord.of(state)
         assert path.name.startswith(record.direction) and isinstance(record.decoding, DecodeConfig)

@@ -29,7 +29,7 @@ from transformer_lib.web.export import OnnxTranslator, _charsmap_table, cached_e
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
-DE_EN = Path(__file__).parent.parent / "results" / "multi30k" / "models" / "de_en.model_fp16.pt"
+DE_EN = Path(__file__).parent.parent / "translators" / "de_en.model_fp16.pt"
 LOGIT_TOLERANCE = 1e-4  # logits are of size ~10; float32 sums in another order differ by ~1e-6
 WEIGHT_TOLERANCE = 1e-5  # attention weights, in [0, 1]
 

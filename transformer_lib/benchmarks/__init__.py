@@ -26,6 +26,19 @@ import torch
 from transformer_lib.files import write_text
 
 T = TypeVar("T")
+# Lesson 11's two translators, as the site ships them: in a checkout of the book, not in a wheel.
+TRANSLATORS = Path(__file__).resolve().parents[2] / "translators"
+
+
+def shipped_translator(direction: str) -> Path:
+    """The shipped translator of ``direction`` (``de_en`` or ``en_de``); one line if this is no checkout."""
+    path = TRANSLATORS / f"{direction}.model_fp16.pt"
+    if not path.is_file():
+        raise SystemExit(
+            f"error: no translator at {path}: the benchmarks read lesson 11's translators from a checkout "
+            "of the book, not from an installed wheel; pass --model PATH (or --models) where the script takes one"
+        )
+    return path
 
 
 def median_seconds(run: Callable[[], T], repeats: int, device: torch.device) -> tuple[T, float, list[float]]:

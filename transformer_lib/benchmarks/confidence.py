@@ -28,13 +28,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from transformer_lib.benchmarks import Report, provenance
+from transformer_lib.benchmarks import Report, provenance, shipped_translator
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
 from transformer_lib.utils import environment
 from transformer_lib.web.export import OnnxTranslator, cached_export
 
-MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
 PERCENTILE = 5  # the warning fires on this share of the test set's sentences, by construction
 EXAMPLES = (4, 6, 12)  # lines of test_2016_flickr that the page offers to start from (none is in train)
 # Everyday sentences: speech, questions, news, the office; none describes a photo.
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     say()
     rows = []
     for direction, outside in OUTSIDE.items():
-        checkpoint = MODELS / f"{direction}.model_fp16.pt"
+        checkpoint = shipped_translator(direction)
         translator = OnnxTranslator(cached_export(checkpoint))
         start = time.perf_counter()
         sources = load_multi30k("test_2016_flickr", translator.info["src"])[: args.limit]

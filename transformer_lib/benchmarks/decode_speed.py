@@ -1,6 +1,6 @@
 """How long a trained translator takes to translate a whole test set.
 
-    python -m transformer_lib.benchmarks.decode_speed [--model results/multi30k/models/de_en.model_fp16.pt]
+    python -m transformer_lib.benchmarks.decode_speed [--model translators/de_en.model_fp16.pt]
         [--split test_2016_flickr] [--beam-sizes 1 5] [--batch-size 128] [--repeats 3] [--json FILE]
 
 Translates every sentence of ``--split`` (1,000 for test_2016_flickr) with the model of a run
@@ -17,19 +17,17 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.benchmarks import median_seconds, provenance, write_record
+from transformer_lib.benchmarks import median_seconds, provenance, shipped_translator, write_record
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
 
-DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models" / "de_en.model_fp16.pt"
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="a run checkpoint or model_fp16.pt")
+    parser.add_argument("--model", type=Path, help="a run checkpoint or model_fp16.pt (default: the shipped de_en)")
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--beam-sizes", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--batch-size", type=int, default=DecodeConfig.batch_size, help="sentences decoded together")
@@ -38,6 +36,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
+    args.model = args.model or shipped_translator("de_en")
     device = torch.device(args.device)
     env = environment(device)
     model, tokenizer, record = load_model(args.model, device)

@@ -28,14 +28,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer_lib.benchmarks import Report, provenance
+from transformer_lib.benchmarks import Report, provenance, shipped_translator
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import DecodeConfig, length_limits
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import decoder, load_model, translate_in_batches
 from transformer_lib.utils import environment
 
-MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
 SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 CANDIDATES = (50, 25, 20, 15, 10, 5)  # max_extra; 50 is the paper's and the package's until this record
 
@@ -68,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     say("cased sacreBLEU (lowercased tokenized BLEU); changed: translations that differ from those under + 50")
     rows = []
     for direction in ("de_en", "en_de"):
-        checkpoint = MODELS / f"{direction}.model_fp16.pt"
+        checkpoint = shipped_translator(direction)
         model, tokenizer, record = load_model(checkpoint, torch.device("cpu"))
         recipe = record.decoding
         for method, beam_size in (("beam", recipe.beam_size), ("greedy", 1)):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.benchmarks import provenance, write_record
+from transformer_lib.benchmarks import provenance, shipped_translator, write_record
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.files import sha256_of
@@ -27,19 +27,17 @@ from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
 from transformer_lib.web.export import OnnxTranslator, export_onnx
 
-MODELS = Path(__file__).resolve().parents[2] / "results" / "multi30k" / "models"
-DEFAULT_MODELS = [MODELS / "de_en.model_fp16.pt", MODELS / "en_de.model_fp16.pt"]
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, nargs="+", default=DEFAULT_MODELS, help="run checkpoints")
+    parser.add_argument("--models", type=Path, nargs="+", help="run checkpoints (default: the two shipped translators)")
     parser.add_argument("--precisions", nargs="+", default=["fp32", "fp16", "int8"])
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--limit", type=int, help="only the first N sentences (a quick check)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, help="write the rows to this file")
     args = parser.parse_args(argv)
+    args.models = args.models or [shipped_translator("de_en"), shipped_translator("en_de")]
     torch.set_num_threads(args.threads)
     env = environment(torch.device("cpu"))
     print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; {args.split}, greedy\n")
