@@ -200,7 +200,8 @@ def assignment_solutions() -> list[Path]:
 
 def main(argv: list[str]) -> int:
     given = [Path(a).resolve() for a in argv]
-    lessons = [n for n in given if n.parent == ROOT / "notebooks"] if given else sorted((ROOT / "notebooks").glob("*.ipynb"))
+    everything = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    lessons = [n for n in given if n.parent == ROOT / "notebooks"] if given else everything
     notebooks = [n for n in given if n not in lessons] if given else assignment_solutions()
     missing = [str(n) for n in [*lessons, *notebooks] if not n.is_file()]
     if missing:
@@ -215,7 +216,7 @@ def main(argv: list[str]) -> int:
     failed = []
     if lessons:
         if compare_lessons(lessons, base) != 0:
-            print(f"a lesson alone failed or printed something else (their folders are under {WORK.relative_to(ROOT)}/)")
+            print(f"a lesson alone failed or printed other outputs (see above; folders in {WORK.relative_to(ROOT)}/)")
             return 1
         print(f"{len(lessons)} lessons ran alone, their outputs compared, in {time.perf_counter() - start:.0f} s")
     with ProcessPoolExecutor(max_workers=2) as pool:

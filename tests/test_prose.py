@@ -105,7 +105,8 @@ if __name__ == "__main__":
         m = measure(lesson)
         total += m["minutes"]
         n_long += len(m["long"])
-        print(f"{lesson.name:40} {m['words']:6} words {m['code_cells']:4} code {m['minutes']:5.1f} min {len(m['long']):3} long")
+        counts = f"{m['words']:6} words {m['code_cells']:4} code {m['minutes']:5.1f} min {len(m['long']):3} long"
+        print(f"{lesson.name:40} {counts}")
     print(f"{'total':40} {total:5.1f} min, {n_long} sentences over {LONG} words")
     if "-v" in sys.argv:
         for lesson in LESSONS:
