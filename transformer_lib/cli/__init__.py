@@ -94,8 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("checkpoint", help="a run folder or its checkpoint.pt")
     p.add_argument("out", help="the folder to write")
     p.add_argument("--precision", default="fp16", choices=EXPORT_PRECISIONS, help="weights (default fp16)")
-    p = sub.add_parser("assign", help="build every assignment: student notebook, solution, autograder zip (Otter)")
-    p.add_argument("folder", nargs="?", default="assignments", help="the assignments' folder (default assignments)")
+    p = sub.add_parser(
+        "assign", help="build every assignment, or one given its folder: student notebook, solution, autograder (Otter)"
+    )
+    folder_help = "the assignments' folder, or one assignment's (default assignments)"
+    p.add_argument("folder", nargs="?", default="assignments", help=folder_help)
     p.add_argument("--out", default="_build/assignments", help="where to write them (default _build/assignments)")
     p.add_argument("--run-tests", action="store_true", help="also run each solution against its tests (Otter)")
     p.add_argument("--release", help="pin the package for the semester: a release tag, vX.Y.Z (default: main)")
