@@ -1,6 +1,7 @@
 """The committed records: a sweep's bulk packed into one archive still reads, byte for byte, by its old path."""
 
 import hashlib
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -126,3 +127,14 @@ def test_every_committed_run_keeps_its_summaries_and_its_metrics_read():
         header = read_text(run / "metrics.csv").splitlines()[0]
         assert header.startswith("step,"), run
         assert read_bytes(run / "tokenizer.model")[:1] == b"\n", run  # a SentencePiece model's first field
+
+
+def test_the_records_stay_small_enough_to_clone():
+    """results/ at most 15 MB in at most 400 files: each sweep's bulk is in its archive, not loose."""
+    listed = subprocess.run(["git", "ls-files", "-z", "results"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    files = [ROOT / name for name in listed.stdout.split("\0") if name]
+    size = sum(path.stat().st_size for path in files if path.is_file())
+    assert len(files) <= 400, f"results/ tracks {len(files)} files: pack a sweep (python -m transformer_lib.records)"
+    assert size <= 15_000_000, f"results/ holds {size / 1e6:.1f} MB: pack a sweep or drop what nothing reads"
