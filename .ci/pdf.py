@@ -19,21 +19,19 @@ PDF this script built, where there is one.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import functools
-import http.server
 import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import unicodedata
-from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "dist" / "transformer-book.pdf"
@@ -72,23 +70,6 @@ def build_singlehtml(out: Path) -> Path:
 def root_page() -> str:
     """The single page's file: the book's root document (``_toc.yml``), e.g. book/intro.html."""
     return yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))["root"] + ".html"
-
-
-@contextlib.contextmanager
-def serve(folder: Path) -> Iterator[str]:
-    """``folder`` on a localhost port (MathJax and the figures load as on the site)."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def print_pdf(folder: Path, pdf: Path) -> None:

@@ -2,19 +2,18 @@
 in a browser (Playwright, driving the Chromium on PATH).
 """
 
-import functools
-import http.server
 import os
 import shutil
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from transformer_lib.data import LOCAL_DIR_ENV
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / ".ci"))
+from serve import serve
 
 
 @pytest.fixture(scope="session")
@@ -42,23 +41,6 @@ def browser_type_launch_args(browser_type_launch_args):
         pytest.skip("no Chromium on PATH: install Debian's chromium (.ci/run does) to run the browser tests")
     flags = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": flags}
-
-
-@contextmanager
-def serve(folder: Path) -> Iterator[str]:
-    """Serve ``folder`` on an ephemeral localhost port; yields the base URL (ends with /)."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @dataclass
