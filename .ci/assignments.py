@@ -14,9 +14,10 @@ notebook scores 0 on every auto-graded question and is still graded; each submis
 ``assignments/mistakes.yaml`` (the solution with a mistake seeded, or broken: a syntax error, an
 endless loop, a missing import) scores 0 on the question it breaks and keeps every other
 question's points, and one that changes a library the tests use, or hands in the references, gets
-no points from them; the solution with every question answered by its first correct variant scores
-full marks, as the fast check said. Solutions are graded one at a time and timed (the instructors'
-page reports those times); the rest two at a time.
+no points from them; the solution with every question answered by its first correct variant (the
+capstone: its first correct translations file) scores full marks, as the fast check said.
+Solutions are graded one at a time and timed (the instructors' page reports those times); the rest
+two at a time.
 """
 
 from __future__ import annotations
@@ -39,12 +40,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_lib import records, utils  # noqa: E402
+from transformer_lib import utils  # noqa: E402
 from transformer_lib.coursework import grading, variants  # noqa: E402
-from transformer_lib.data import load_multi30k  # noqa: E402
 from transformer_lib.files import write_text  # noqa: E402
-
-CAPSTONE_TRANSLATIONS = ROOT / "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run
 
 
 def seeded(solution: Path, spec: dict, out: Path) -> Path:
@@ -60,20 +58,16 @@ def seeded(solution: Path, spec: dict, out: Path) -> Path:
     return path
 
 
-def with_translations(notebook: Path, out: Path, name: str, shift: int = 0, references: bool = False) -> Path:
-    """A zip as the capstone's export cell writes it: the notebook and its translations file.
+def with_translations(notebook: Path, out: Path, name: str, spec: dict) -> Path:
+    """A zip as the capstone's export cell writes it: the notebook and a translations file.
 
-    For the seeded mistakes: ``shift`` lines out of place, or the test set's ``references`` themselves.
+    The file is lesson 11's recorded translations changed as ``spec`` says (variants.handed_in): ``{}``
+    for the solution's, a seeded mistake's, or the first correct variant's.
     """
-    if references:
-        lines = load_multi30k("test_2016_flickr", "en")
-    else:
-        lines = records.read_text(CAPSTONE_TRANSLATIONS).splitlines()
-        lines = lines[shift:] + lines[-1:] * shift
     path = out / f"{name}.zip"
     with zipfile.ZipFile(path, "w") as archive:
         archive.write(notebook, notebook.name)
-        archive.writestr("translations.de-en.txt", "\n".join(lines) + "\n")
+        archive.writestr(variants.HANDED_IN, variants.handed_in(spec))
     return path
 
 
@@ -149,23 +143,22 @@ def main() -> int:
         solution, student = folder / "autograder" / f"{name}.ipynb", folder / "student" / f"{name}.ipynb"
         capstone = name == "a6_capstone"
         if capstone:
-            solution = with_translations(solution, mine, "solution")
+            solution = with_translations(solution, mine, "solution", {})
         solutions.append((name, zipped, solution))
         jobs.append((name, zipped, student, "student notebook", None))
         for spec in mistakes.get(name, []):
             if "shift_translations" in spec or "references" in spec:
-                path = with_translations(
-                    folder / "autograder" / f"{name}.ipynb",
-                    mine,
-                    spec["name"],
-                    spec.get("shift_translations", 0),
-                    spec.get("references", False),
-                )
+                changes = {"shift": spec.get("shift_translations", 0), "references": spec.get("references", False)}
+                path = with_translations(folder / "autograder" / f"{name}.ipynb", mine, spec["name"], changes)
             else:
                 path = seeded(folder / "autograder" / f"{name}.ipynb", spec, mine)
             loses = None if spec["loses"] == "all" else spec["loses"]  # None: zero everywhere
             jobs.append((name, zipped, path, spec["name"], loses))
-        if name in answers:  # Otter must agree with the fast check: full marks
+        if capstone and name in answers:  # its answer is a file: the first correct one, beside the solution
+            first = next(iter(answers[name]["q1"]["correct"].values()))
+            path = with_translations(folder / "autograder" / f"{name}.ipynb", mine, "correct_variants", first)
+            jobs.append((name, zipped, path, "the first correct translations file", ""))
+        elif name in answers:  # Otter must agree with the fast check: full marks
             path = with_correct_variants(folder / "autograder" / f"{name}.ipynb", answers[name], mine)
             jobs.append((name, zipped, path, "every question's first correct variant", ""))
 

@@ -8,6 +8,10 @@ with one question's solution replaced by the answer, then every question's tests
 autograder would run them in the submission's namespace: the same tests and points, in a fraction
 of the time (``otter run`` starts a kernel per submission, about 20 s each). Full Otter runs of a
 few whole submissions stay in ``.ci/assignments.py``.
+
+The capstone's answer is a file, not code: its variants are translations files (:func:`handed_in`),
+each written into an empty folder and graded there by the master's tests, as Otter grades the file
+handed in beside the notebook.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import yaml
 
+from transformer_lib import records
 from transformer_lib.errors import InvalidValue
 
 _CONFIG = re.compile(r'""" # BEGIN TEST CONFIG\n(.*?)"""  # END TEST CONFIG', re.S)
@@ -83,8 +89,8 @@ def read_master(path: str | Path) -> Master:
             elif text.startswith(("# END SOLUTION", "# END TESTS")):
                 state = ""
             continue
-        if cell.cell_type != "code":
-            continue
+        if cell.cell_type != "code" or "otter_ignore" in cell.metadata.get("tags", []):
+            continue  # Otter's autograder skips a cell tagged otter_ignore (the capstone's training)
         if current is None:
             if not questions and "otter" not in text and "importlib" not in text:
                 setup.append(text)
@@ -186,6 +192,48 @@ def replaced(solution: str, spec: str | list) -> str:
     return solution
 
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository: the records a file variant starts from
+CAPSTONE_TRANSLATIONS = "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run
+HANDED_IN = "translations.de-en.txt"  # the file the capstone's solution names and its export cell zips
+_FILE_CHANGES = {"translations", "references", "sources", "shift", "lines", "padded", "crlf", "final_newline"}
+
+
+def handed_in(spec: dict) -> str:
+    """The text of a capstone translations file: the solution's, changed as ``spec`` says.
+
+    The lines are a record's (``translations``: a path under ``results/``; lesson 11's recorded
+    ``test_2016_flickr`` translations unless given), or test_2016_flickr's English ``references`` or
+    German ``sources``; then ``shift`` lines out of place (the last line repeated at the end), the
+    first ``lines`` kept, each ``padded`` with spaces at both ends, ``crlf`` line ends, and no
+    final line end when ``final_newline`` is false.
+    """
+    unknown = set(spec) - _FILE_CHANGES
+    if unknown:
+        raise InvalidValue(f"variants.yaml: unknown file change {sorted(unknown)}; known: {sorted(_FILE_CHANGES)}")
+    if spec.get("references") or spec.get("sources"):
+        from transformer_lib.data import load_multi30k  # only the capstone's variants need the data
+
+        lines = load_multi30k("test_2016_flickr", "en" if spec.get("references") else "de")
+    else:
+        lines = records.read_text(ROOT / spec.get("translations", CAPSTONE_TRANSLATIONS)).splitlines()
+    shift = spec.get("shift", 0)
+    lines = (lines[shift:] + lines[-1:] * shift)[: spec.get("lines", len(lines))]
+    if spec.get("padded"):
+        lines = [f"  {line} " for line in lines]
+    end = "\r\n" if spec.get("crlf") else "\n"
+    text = end.join(lines)
+    return text + end if lines and spec.get("final_newline", True) else text
+
+
+def grade_file(master: Master, question: str, spec: dict) -> list[Result]:
+    """Every test of ``master`` (the capstone's), with the master's own answer and the file :func:`handed_in`
+    makes of ``spec`` lying beside the notebook: in a new empty folder, the current one while grading."""
+    text = handed_in(spec)
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        (Path(folder) / HANDED_IN).write_bytes(text.encode("utf-8"))  # bytes: line ends as written
+        return grade_answer(master, question, master.questions[question].solution)
+
+
 @dataclass
 class Verdict:
     """A variant graded: its question's points, and the problems a correct grader would not have."""
@@ -201,7 +249,10 @@ class Verdict:
 
 
 def check(masters: dict[str, Path], spec: dict) -> list[Verdict]:
-    """Grade every variant of ``spec`` (``variants.yaml``'s content) against its assignment's master."""
+    """Grade every variant of ``spec`` (``variants.yaml``'s content) against its assignment's master.
+
+    A variant is code (a string, or [text, replacement] pairs), or a dict: a file :func:`handed_in` makes.
+    """
     verdicts = []
     for assignment, questions in spec.items():
         master = read_master(masters[assignment])
@@ -210,8 +261,10 @@ def check(masters: dict[str, Path], spec: dict) -> list[Verdict]:
                 raise InvalidValue(f"variants.yaml: {assignment} has no question {question}")
             for kind, variants in kinds.items():
                 for name, variant in variants.items():
-                    code = replaced(master.questions[question].solution, variant)
-                    results = grade_answer(master, question, code)
+                    if isinstance(variant, dict):
+                        results = grade_file(master, question, variant)
+                    else:
+                        results = grade_answer(master, question, replaced(master.questions[question].solution, variant))
                     verdicts.append(_verdict(assignment, question, kind, name, results))
     return verdicts
 
