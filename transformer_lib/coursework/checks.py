@@ -251,7 +251,8 @@ def _bleu_of(path: str, modified: float, split: str, lang: str) -> tuple[float, 
     hypotheses = Path(path).read_text(encoding="utf-8").splitlines()
     references = load_multi30k(split, lang)
     if len(hypotheses) != len(references):
-        raise Wrong(f"{path} has {len(hypotheses)} lines; {split} has {len(references)} sentences, one a line")
+        name, n = Path(path).name, len(hypotheses)
+        raise Wrong(f"{name} has {n} lines; {split} has {len(references)} sentences, one a line")
     same = sum(h.strip() == r.strip() for h, r in zip(hypotheses, references, strict=True))
     return sacrebleu_score(hypotheses, references), same, len(references)
 
