@@ -29,7 +29,7 @@ ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.
 
 
 def check_activation(name: str) -> None:
-    """One clear error unless ``name`` is an activation of :data:`ACTIVATIONS` (the one place of this rule)."""
+    """One clear error unless ``name`` is an activation of ``ACTIVATIONS`` (the one place of this rule)."""
     if name not in ACTIVATIONS:
         raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {name!r}")
 

@@ -122,8 +122,8 @@ def file_sweep(
 ) -> Path:
     """Pack the bulk of the sweep in ``folder`` into ``<folder>.tar.gz`` beside it and remove it from the folder.
 
-    The bulk: every run's files but its :data:`SUMMARIES`, the sweep's ``configs/`` and ``logs/``,
-    and the files at its top but :data:`SWEEP_FILES`; records of other kinds (a folder of timings)
+    The bulk: every run's files but its ``SUMMARIES``, the sweep's ``configs/`` and ``logs/``,
+    and the files at its top but ``SWEEP_FILES``; records of other kinds (a folder of timings)
     and nested sweeps, packed on their own first, stay. So do the paths in ``keep``. Each
     ``tokenizer.model`` is stored once in ``tokenizers`` and linked from the archive. An archive
     already there keeps its members, so a sweep can be packed in steps. Every packed file is read

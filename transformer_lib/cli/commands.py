@@ -1,7 +1,7 @@
 """The commands' bodies: what ``python -m transformer_lib COMMAND`` does, one ``cmd_*`` function each.
 
 :mod:`transformer_lib.cli` parses the arguments and calls these; a training run's folder, its
-resume and its final scoring are here, with the config in :mod:`.config` and the loop in
+resume and its final scoring are here, with the config in :mod:`transformer_lib.cli.config` and the loop in
 :mod:`transformer_lib.training`.
 """
 
