@@ -5,7 +5,7 @@
         [--json results/speed.json]
 
 Both models get the same configuration, the same Multi30k de→en token batches and the same
-training step, the :class:`~transformer_lib.training.Trainer`'s (label-smoothed loss, clipping,
+training step, the :class:`~transformer_lib.training.trainer.Trainer`'s (label-smoothed loss, clipping,
 Adam); ``nn.Transformer`` gets our embeddings, positions and tied output layer
 around it, so that only the encoder and decoder stacks differ. Each variant runs ``--warmup``
 untimed steps, then ``--steps`` timed ones. Reported per variant: target tokens per second, median

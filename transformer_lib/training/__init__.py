@@ -1,7 +1,7 @@
 """Training: the loop, and the parts it composes, one module each (lesson 9).
 
-* :mod:`.trainer`: the :class:`Trainer`, which runs the loop;
-* :mod:`.config`: :class:`TrainConfig`, how to train;
+* :mod:`.trainer`: the :class:`~.trainer.Trainer`, which runs the loop;
+* :mod:`.config`: :class:`~.config.TrainConfig`, how to train;
 * :mod:`.tasks`: the :class:`~.tasks.Task` contract, translation's task and its losses;
 * :mod:`.schedules`: the paper's learning rate and two that end a short run near 0;
 * :mod:`.precision`: fp32, bf16 or fp16 with loss scaling;

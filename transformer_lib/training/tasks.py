@@ -1,6 +1,6 @@
 """What a model learns, separated from how it is trained: the :class:`Task` contract and the losses.
 
-The :class:`~transformer_lib.training.Trainer` runs the loop (optimizer, schedule, clipping,
+The :class:`~transformer_lib.training.trainer.Trainer` runs the loop (optimizer, schedule, clipping,
 accumulation, autocast, compile, validation, logging, checkpoints, several processes) and knows
 nothing about what a batch holds or how a loss is computed: a task tells it. Translation is one
 task; a language model, a masked-language model or an image classifier is another, trained by
@@ -24,7 +24,7 @@ from transformer_lib.special_tokens import PAD_ID
 
 
 class Task(Protocol):
-    """The contract between a training problem and the :class:`~transformer_lib.training.Trainer`.
+    """The contract between a training problem and the :class:`~transformer_lib.training.trainer.Trainer`.
 
     Batches are lists of example indices, so that a run can resume exactly: ``train_batches(epoch)``
     must return the same batches every time it is called with the same epoch. A batch object
