@@ -31,9 +31,7 @@ from transformer_lib.training.tasks import Task, check_trainable, summed_loss
 
 
 class Trainer:
-    """Trains any model on any :class:`~transformer_lib.training.tasks.Task`, as its config says.
-
-    The settings are a :class:`~transformer_lib.training.config.TrainConfig`.
+    """Trains any model on any task, as a :class:`~transformer_lib.training.config.TrainConfig` says.
 
     The model needs only a ``d_model`` (the warm-up scales with it); the task says what a batch
     and its loss are. ``history`` holds a record per step and per validation; a ``run_dir`` also
