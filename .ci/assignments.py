@@ -16,8 +16,8 @@ endless loop, a missing import) scores 0 on the question it breaks and keeps eve
 question's points, and one that changes a library the tests use, or hands in the references, gets
 no points from them; the solution with every question answered by its first correct variant (the
 capstone: its first correct translations file) scores full marks, as the fast check said.
-Solutions are graded one at a time and timed (the instructors' page reports those times); the rest
-two at a time.
+Everything is graded two at a time, but for ``--record``, where the solutions are graded one at a
+time and timed (the instructors' page reports those times).
 """
 
 from __future__ import annotations
@@ -162,11 +162,16 @@ def main() -> int:
             path = with_correct_variants(folder / "autograder" / f"{name}.ipynb", answers[name], mine)
             jobs.append((name, zipped, path, "every question's first correct variant", ""))
 
-    record = {"assignments": {}, "submissions": []}
-    for name, zipped, path in solutions:  # one at a time: their times go on the instructors' page
+    def grade(solution):
+        name, zipped, path = solution
         start = time.monotonic()
-        scores = grading.grade_one(zipped, path)
-        seconds = time.monotonic() - start
+        return name, grading.grade_one(zipped, path), time.monotonic() - start
+
+    record = {"assignments": {}, "submissions": []}
+    # A record's solutions are graded one at a time (their times go on the instructors' page), CI's two.
+    with ThreadPoolExecutor(max_workers=1 if args.record else 2) as pool:
+        graded = list(pool.map(grade, solutions))
+    for name, scores, seconds in graded:
         by_hand = {s.question: s.possible for s in scores if s.by_hand}
         scores = [s for s in scores if not s.by_hand]
         possible = {s.question: s.possible for s in scores}
