@@ -257,7 +257,7 @@ def test_every_assignment_has_a_seeded_mistake():
     [
         (["grade", "nothing.zip", "a.ipynb"], "no autograder zip nothing.zip"),
         (["assign", "no_such_folder"], "no folder no_such_folder"),
-        (["assign", "--release", "0.2"], "--release takes a release tag like v0.2.0"),
+        (["assign", "--release", "0.2"], "--release takes a release tag like v0.3.0"),
     ],
 )
 def test_bad_input_is_one_line(arguments, message, capsys):

@@ -22,7 +22,7 @@ it instead of writing it again. The folders follow the book:
 
 import os
 
-__version__ = "0.2.0"  # the one place it is written: pyproject.toml, the CLI's --version and the book read it
+__version__ = "0.3.0"  # the one place it is written: pyproject.toml, the CLI's --version and the book read it
 
 # OpenMP threads that spin while they wait steal the cores of anything else running (a second
 # notebook, a test worker): wait passively unless the reader chose otherwise. It must be set
