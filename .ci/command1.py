@@ -1,0 +1,108 @@
+"""The README's command 1 on a fresh virtual environment of a given Python, timed, as a record.
+
+    python .ci/command1.py 3.10 [--out results/install/python3.10.json]
+
+Clones this repository's committed state into a temporary folder, makes a virtual environment
+there with pyenv's Python of that version (``pythonX.Y`` on PATH where there is no pyenv) and runs
+the README's command 1 in it, its two halves timed apart: ``pip install -r requirements.txt``
+(pip's cache as the machine has it), then ``jupyter-book build . -W -n --keep-going``. Prints and
+(with ``--out``) writes what it took: the seconds of each half, the environment's size and package
+count, the Python, PyTorch's build, the commit and the machine. The README states the record;
+nothing asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from transformer_lib.files import write_text  # noqa: E402
+
+
+def python_for(version: str) -> list[str]:
+    """The command that runs Python ``version``, or one line saying it is missing."""
+    if shutil.which("pyenv"):  # its shims stand on PATH even for Pythons it would refuse to run
+        return ["env", f"PYENV_VERSION={_pyenv_full(version)}", "python"]
+    named = shutil.which(f"python{version}")
+    if named:
+        return [named]
+    raise SystemExit(f"no Python {version} here: install it (pyenv install {version}) and run this again")
+
+
+def _pyenv_full(version: str) -> str:
+    """pyenv's full version for ``version`` (3.10 → 3.10.13), the newest installed."""
+    out = subprocess.run(["pyenv", "versions", "--bare"], capture_output=True, text=True, check=True).stdout.split()
+    found = sorted((v for v in out if v.startswith(f"{version}.")), key=lambda v: int(v.split(".")[2]))
+    if not found:
+        raise SystemExit(f"no Python {version} in pyenv: pyenv install {version}")
+    return found[-1]
+
+
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(command)}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return time.monotonic() - start
+
+
+def size_mb(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink()) / 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("version", help="the Python to use, e.g. 3.10")
+    parser.add_argument("--out", type=Path, help="write the record (JSON) here too")
+    args = parser.parse_args()
+    python = python_for(args.version)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory() as scratch:
+        clone = Path(scratch) / "book"
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        subprocess.run([*python, "-m", "venv", str(clone / ".venv")], check=True)
+        venv = clone / ".venv" / "bin"
+        env = {**os.environ, "PATH": f"{venv}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv.parent)}
+        env.pop("PYENV_VERSION", None)
+        subprocess.run([str(venv / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env, check=True)
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        install = timed([str(venv / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"], clone, env)
+        build = timed([str(venv / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)
+        code = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
+        versions = subprocess.run([str(venv / "python"), "-c", code], capture_output=True, text=True, env=env)
+        packages = subprocess.run(
+            [str(venv / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, env=env
+        )
+        record = {
+            "command": "pip install -r requirements.txt && jupyter-book build . -W -n --keep-going",
+            "python": versions.stdout.split()[0],
+            "torch": versions.stdout.split()[1],
+            "install_seconds": round(install),
+            "build_seconds": round(build),
+            "environment_mb": round(size_mb(venv.parent)),
+            "packages": len(json.loads(packages.stdout)),
+            "git_commit": commit,
+            "started_utc": started,
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        }
+    text = json.dumps(record, indent=2) + "\n"
+    print(text, end="")
+    if args.out:
+        write_text(args.out, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
