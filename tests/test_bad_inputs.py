@@ -23,7 +23,7 @@ from transformer_lib import (
 )
 from transformer_lib.checkpoint import load_checkpoint
 from transformer_lib.cli import main
-from transformer_lib.cli.config import SECTIONS, load_config
+from transformer_lib.training.run_config import SECTIONS, load_config
 
 
 def train_cli(tmp_path, capsys, text, *extra):

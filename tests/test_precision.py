@@ -13,8 +13,8 @@ from test_training import Delegating, random_examples
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.cli import main
-from transformer_lib.cli.config import CONFIG_DIR, load_config
 from transformer_lib.training import PRECISIONS, TrainConfig, Trainer, resolve_precision
+from transformer_lib.training.run_config import CONFIG_DIR, load_config
 from transformer_lib.training.tasks import TranslationTask
 
 

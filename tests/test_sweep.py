@@ -12,11 +12,11 @@ import yaml
 
 from transformer_lib import checkpoint, records
 from transformer_lib.cli import sweep
-from transformer_lib.cli.config import load_config, resolved_config
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import moses_bleu, sacrebleu_score
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.training import TrainConfig, Trainer
+from transformer_lib.training.run_config import load_config, resolved_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

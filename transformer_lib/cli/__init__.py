@@ -15,7 +15,7 @@ commit), the tokenizer, the metrics over time (``metrics.csv``), a log, the chec
 scores (``scores.json``) and the hypotheses of each evaluated split. It needs only PyTorch,
 sentencepiece, sacrebleu, tqdm and PyYAML, and runs from a source checkout (``PYTHONPATH=.``).
 This module holds the parser and ``main``; the commands' bodies are in
-:mod:`~transformer_lib.cli.commands`, a run's config in :mod:`~transformer_lib.cli.config`,
+:mod:`~transformer_lib.cli.commands`, a run's config in :mod:`~transformer_lib.training.run_config`,
 translating and scoring in :mod:`transformer_lib.translation`, the loop in :mod:`transformer_lib.training`.
 """
 

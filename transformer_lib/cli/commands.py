@@ -1,8 +1,8 @@
 """The commands' bodies: what ``python -m transformer_lib COMMAND`` does, one ``cmd_*`` function each.
 
 :mod:`transformer_lib.cli` parses the arguments and calls these; a training run's folder, its
-resume and its final scoring are here, with the config in :mod:`transformer_lib.cli.config` and the loop in
-:mod:`transformer_lib.training`.
+resume and its final scoring are here, with the config in :mod:`transformer_lib.training.run_config`
+and the loop in :mod:`transformer_lib.training`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from transformer_lib import checkpoint, metrics
 from transformer_lib.batching import encode_pairs, example_size, round_up
 from transformer_lib.checkpoint import RunRecord
 from transformer_lib.cli import sweep
-from transformer_lib.cli.config import DataConfig, load_config, resolved_config
 from transformer_lib.data import load_multi30k, load_pairs
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile
@@ -31,6 +30,7 @@ from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer, device_precision, distributed
+from transformer_lib.training.run_config import DataConfig, load_config, resolved_config
 from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.utils import environment, pick_device, seed_everything

@@ -2,6 +2,7 @@
 
 * :mod:`.trainer`: the :class:`~.trainer.Trainer`, which runs the loop;
 * :mod:`.config`: :class:`~.config.TrainConfig`, how to train;
+* :mod:`.run_config`: a whole run's YAML config (data, model, task, training, decoding, evaluation);
 * :mod:`.tasks`: the :class:`~.tasks.Task` contract, translation's task and its losses;
 * :mod:`.schedules`: the paper's learning rate and two that end a short run near 0;
 * :mod:`.precision`: fp32, bf16 or fp16 with loss scaling;

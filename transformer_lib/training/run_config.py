@@ -11,7 +11,8 @@ The sections::
 
 Every default lives in its dataclass (the command line's flags take theirs from here), and
 :func:`resolved_config` writes a config with all of them filled in, so that a run folder's
-``config.yaml`` repeats the run.
+``config.yaml`` repeats the run. The packaged configs are YAML files in ``transformer_lib/configs/``.
+It sits with training, below the command line, so that the benchmarks read a recipe as ``train`` does.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import InvalidValue, MissingFile, check_fields, check_range
 from transformer_lib.model import TransformerConfig
-from transformer_lib.training import TrainConfig
+from transformer_lib.training.config import TrainConfig
 from transformer_lib.training.tasks import TaskConfig
 
-CONFIG_DIR = Path(__file__).parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # data files, not a module
 
 
 class _Loader(yaml.SafeLoader):
@@ -127,7 +128,7 @@ def _build(cls: type, section: str, values: dict):
 
 
 def config_path(name_or_path: str | Path) -> Path:
-    """The file of a run config: a path, or the name of a packaged one in transformer_lib/cli/configs."""
+    """The file of a run config: a path, or the name of a packaged one in transformer_lib/configs."""
     path = Path(name_or_path)
     if not path.is_file():
         path = CONFIG_DIR / f"{name_or_path}.yaml"
@@ -148,7 +149,7 @@ def read_yaml(path: Path) -> object:
 
 
 def load_config(name_or_path: str) -> dict:
-    """Read a YAML run config (a path, or the name of one in transformer_lib/cli/configs) and check it."""
+    """Read a YAML run config (a path, or the name of one in transformer_lib/configs) and check it."""
     path = config_path(name_or_path)
     raw = read_yaml(path)
     if not isinstance(raw, dict):
