@@ -30,10 +30,11 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve import serve
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's package, installed or not (as in the release workflow)
+
+from transformer_lib.web.serve import serve  # noqa: E402
+
 DEFAULT = ROOT / "dist" / "transformer-book.pdf"
 PAGE = "print.html"  # the page printed, at the top of the single-page build
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)

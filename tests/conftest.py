@@ -4,16 +4,13 @@ in a browser (Playwright, driving the Chromium on PATH).
 
 import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from transformer_lib.data import LOCAL_DIR_ENV
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / ".ci"))
-from serve import serve
+from transformer_lib.web.serve import serve
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,6 @@
 """The benchmark scripts run and measure what they claim (their timings are not asserted)."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
@@ -86,24 +84,17 @@ def test_attention_cost_measures_the_full_matrix_and_its_absence():
         peak_memory_mb("flash", n)
 
 
-def cpu_experiment(name: str):
-    """A script of experiments/multi30k/cpu/ (not a module of the package), loaded by its path."""
-    path = Path(__file__).resolve().parent.parent / "experiments" / "multi30k" / "cpu" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"cpu_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_cpu_speed_times_each_part_of_the_output_layer():
-    module = cpu_experiment("speed")
-    parts = module.output_layer(tokens=64, d_model=16, vocab=100, dtype=torch.bfloat16, repeats=1)
+    from transformer_lib.benchmarks.cpu_speed import output_layer
+
+    parts = output_layer(tokens=64, d_model=16, vocab=100, dtype=torch.bfloat16, repeats=1)
     assert list(parts) == ["projection", "its backward", "log-softmax and its backward"]
     assert all(ms > 0 for ms in parts.values())
 
 
 def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
-    choose = cpu_experiment("beam").choose
+    from transformer_lib.benchmarks.beam_settings import choose
+
     recipe = [40.0, 41.0, 40.5]
     assert choose({(5, 0.6): recipe, (8, 1.0): [40.3, 41.2, 40.8]}) == (8, 1.0)  # +0.27, every model
     assert choose({(5, 0.6): recipe, (8, 1.0): [40.1, 41.1, 40.6]}) == (5, 0.6)  # +0.1: under the margin
@@ -134,7 +125,8 @@ def test_length_limit_counts_the_translations_that_reached_it():
 
 
 def test_cpu_average_window_must_beat_the_recipes_by_the_margin():
-    choose = cpu_experiment("average").choose
+    from transformer_lib.benchmarks.checkpoint_average import choose
+
     assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.9}) == 10  # +0.4
     assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.7}) == 4  # +0.2: under the margin
     assert choose({1: 39.0, 2: 40.9, 4: 40.5, 10: 40.4}) == 2
@@ -159,9 +151,11 @@ def test_a_report_writes_what_it_printed_beside_its_record(tmp_path, capsys):
 
 def test_cpu_speed_batch_variants_train_batches_of_their_own_size(mirror, tmp_path):
     """A batch variant must time its own batches: half or twice the recipe's target tokens a step."""
+    from transformer_lib.benchmarks import cpu_speed
+
     out = tmp_path / "speed.json"
     variants = ["fp32", "batch-1024", "batch-4096"]
-    cpu_experiment("speed").main(["--config", "smoke", "--steps", "3", "--warmup", "1", "--variants", *variants,
+    cpu_speed.main(["--config", "smoke", "--steps", "3", "--warmup", "1", "--variants", *variants,
                                   "--json", str(out)])  # fmt: skip
     rows = {row["variant"]: row for row in json.loads(out.read_text(encoding="utf-8"))["rows"]}
     tokens = {variant: row["target_tokens_per_s"] / row["updates_per_s"] for variant, row in rows.items()}

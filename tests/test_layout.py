@@ -169,3 +169,22 @@ def test_no_import_climbs_back_up_to_the_command_line(part):
             m for m in imported_modules(path) if m == "transformer_lib.cli" or m.startswith("transformer_lib.cli.")
         }
         assert not climbing, f"{path.relative_to(PACKAGE)} imports {sorted(climbing)}"
+
+
+def test_the_benchmarks_have_one_home():
+    """Scripts that measure live in benchmarks/; experiments/ keeps the notes and the sweeps' YAML files."""
+    experiments = PACKAGE.parent / "experiments"
+    scripts = sorted(str(p.relative_to(experiments)) for p in experiments.rglob("*.py"))
+    assert not scripts, f"move {scripts} into transformer_lib/benchmarks/"
+    assert (experiments / "NOTES.md").is_file()
+
+
+def test_ci_code_never_imports_test_code():
+    """The CI's scripts import the package; the tests may import the CI's helpers, never the reverse."""
+    tests = {p.stem for p in (PACKAGE.parent / "tests").glob("*.py")}
+    for path in sorted((PACKAGE.parent / ".ci").glob("*.py")):
+        found = {m.split(".")[0] for m in imported_modules(path)} & tests
+        assert not found, f"{path.name} imports {sorted(found)}"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        reaching = [line for line in lines if "sys.path" in line and "tests" in line]
+        assert not reaching, f"{path.name} puts tests/ on the import path: {reaching}"

@@ -1,6 +1,6 @@
 """Beam size and length penalty of the CPU recipe, chosen on val from its seeds' models.
 
-    python experiments/multi30k/cpu/beam.py runs/cpu_seeds/de_en-seed* [--limit N]
+    python -m transformer_lib.benchmarks.beam_settings runs/cpu_seeds/de_en-seed* [--limit N]
         [--json results/multi30k/cpu/beam/de_en.json] [--beams 5 8] [--alphas 0.6 1.4 1.8] [--recipe 5 1.4]
 
 The recipe decodes with beam 5 and length penalty alpha 0.6 (the GPU recipe's, never tuned for
@@ -14,12 +14,12 @@ recipe's (``--recipe``, by default beam 5 and alpha 0.6) if it beats it by at le
 mean and on every seed's model; otherwise the recipe keeps its own. The test set is decoded only
 under the recipe's setting and the chosen one, and reported, never used to choose.
 
-The second grid (attempt 5, ``*_alpha.json``): every alpha above 0.6 won in the first, and 1.4 was its
+The second grid (``*_alpha.json``): every alpha above 0.6 won in the first, and 1.4 was its
 edge, so ``--beams 5 8 --alphas 0.6 1.4 1.8 2.2 2.6`` with each direction's recipe (German→English beam
 5 alpha 0.6, English→German beam 5 alpha 1.4). Predicted before it ran: the best alpha is 1.8 or 2.2,
 German→English gains 0.3 to 0.6 and now on every model, English→German gains under 0.2 over its 1.4.
 
-The third grid (attempt 12, ``*_rotary.json``): the same choice for the rotary seeds' models
+The third grid (``*_rotary.json``): the same choice for the rotary seeds' models
 (``runs/cpu_seeds_rotary/de_en-rotary-seed*``, ``runs/cpu_seeds_rotary_en_de/en_de-rotary-seed*``),
 ``--beams 5 8 --alphas 0.6 1.0 1.4 1.8``, each direction against its recipe's setting. Predicted
 before it ran: German→English's best is alpha 1.0 or 1.4, 0.2 to 0.4 above 0.6 (1.4 gained 0.28 with

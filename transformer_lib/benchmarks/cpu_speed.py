@@ -1,11 +1,7 @@
 """Updates per second of lesson 11's CPU recipe, and where a step's time goes.
 
-    python experiments/multi30k/cpu/speed.py [--config multi30k_de_en_cpu] [--steps 45]
+    python -m transformer_lib.benchmarks.cpu_speed [--config multi30k_de_en_cpu] [--steps 45]
         [--json results/multi30k/cpu/speed/de_en.json]
-
-A script beside the recipe's sweep files, not a module of the package's benchmarks/: it reads the
-recipe through the command line's config (transformer_lib.cli.config), which the package's other
-parts never import. Until commit 41a2345's record it was transformer_lib/benchmarks/cpu_speed.py.
 
 The recipe's model and token batches (its config, as ``train`` builds them) and the
 :class:`~transformer_lib.training.Trainer`'s step, every variant in one process on this machine:
@@ -43,12 +39,12 @@ import torch.nn.functional as F
 
 from transformer_lib.batching import encode_pairs
 from transformer_lib.benchmarks import Report, median_seconds, provenance  # the helpers every record uses
-from transformer_lib.cli.config import load_config
 from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer
+from transformer_lib.training.run_config import load_config
 from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.utils import environment
 

@@ -1,4 +1,8 @@
-"""A folder served on a localhost port, as the site is served: for the PDF's printer and the browser tests."""
+"""A folder served on a localhost port, as the site is served: for the PDF's printer, the browser tests and page_speed.
+
+The built book's pages load their models and ONNX Runtime's WebAssembly over HTTP, which a page
+opened from disk (``file://``) cannot do; Python's own server, in a thread, is enough for one browser.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """How fast the "Look inside the translator" page answers, in headless Chromium on this machine.
 
-    python .ci/page_speed.py [--out results/translator/inside_speed.txt] [--repeat 3]
+    python -m transformer_lib.benchmarks.page_speed [--out results/translator/inside_speed.txt] [--repeat 3]
 
-Needs the built site (``jupyter-book build .``) and Chromium, as the browser tests do. The page
+Needs the built site (``jupyter-book build .``, in a checkout of the book, or ``--site``), Chromium
+on PATH and Playwright (``pip install -r requirements.txt``), as the browser tests do. The page
 starts loading the chosen direction's model when it opens. For each direction, twice, each time
 in a fresh browser (an empty cache, as on a first visit): a reader who presses Start at once (the
 rest of the load, the source encoded, the first decoder step drawn), and one who presses it once
@@ -18,24 +19,21 @@ is asserted anywhere).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import platform
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+import torch
 
 from transformer_lib.utils import environment
+from transformer_lib.web.serve import serve
 
-ROOT = Path(__file__).resolve().parent.parent
+SITE = Path(__file__).resolve().parents[2] / "_build" / "html"  # the built book, in a checkout
 VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen, as the browser tests see the site
 
 SENTENCES = {
@@ -89,28 +87,6 @@ MEASURE = """(async () => {
 })()"""
 
 
-@contextlib.contextmanager
-def site_server(folder: Path) -> Iterator[str]:
-    """``folder`` served by Python's own ``http.server`` in a child process on a free localhost port; yields its URL."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # until it answers: the child takes a moment to listen
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError(f"http.server did not start on port {port}")
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        server.terminate()
-        server.wait()
-
-
 def first_visit(playwright, executable: str, url: str, script: str):
     """``script``'s value on ``url`` in a browser started for it: nothing cached, a reader's first visit."""
     browser = playwright.chromium.launch(executable_path=executable, args=["--no-sandbox", "--disable-gpu"])
@@ -142,21 +118,26 @@ def median_run(runs: list[dict]) -> dict:
     return {key: statistics.median(run[key] for run in per_run) for key in per_run[0]}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="also write the table to this file")
     parser.add_argument("--repeat", type=int, default=3, help="fresh browsers per case; each number is their median")
-    args = parser.parse_args()
+    parser.add_argument("--site", type=Path, default=SITE, help="the built site's folder (default: the checkout's)")
+    args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat must be 1 or more, got {args.repeat}")
-    site = ROOT / "_build" / "html"
-    executable = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
-    if executable is None or not (site / "book" / "inside.html").is_file():
-        print("error: needs Chromium and the built site (jupyter-book build .)", file=sys.stderr)
+    try:  # a maintainer's tool (requirements.txt), not one of the package's dependencies
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("error: needs Playwright: pip install -r requirements.txt (or pip install playwright)", file=sys.stderr)
         return 2
-    env = environment(__import__("torch").device("cpu"))
+    executable = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    if executable is None or not (args.site / "book" / "inside.html").is_file():
+        print(f"error: needs Chromium on PATH and the built site, {args.site} (jupyter-book build .)", file=sys.stderr)
+        return 2
+    env = environment(torch.device("cpu"))
     rows = []
-    with site_server(site) as base, sync_playwright() as playwright:
+    with serve(args.site) as base, sync_playwright() as playwright:
         for direction, sentence in SENTENCES.items():
             runs = {False: [], True: []}
             for _ in range(args.repeat):
