@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     executable = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if executable is None or not (args.site / "book" / "inside.html").is_file():
-        print(f"error: needs Chromium on PATH and the built site, {args.site} (jupyter-book build .)", file=sys.stderr)
+        wanted = f"Chromium on PATH and the built site in {args.site} (jupyter-book build .; or give --site)"
+        print(f"error: needs {wanted}", file=sys.stderr)
         return 2
     env = environment(torch.device("cpu"))
     rows = []
