@@ -161,3 +161,12 @@ def test_cpu_speed_batch_variants_train_batches_of_their_own_size(mirror, tmp_pa
     tokens = {variant: row["target_tokens_per_s"] / row["updates_per_s"] for variant, row in rows.items()}
     assert 1.8 < tokens["fp32"] / tokens["batch-1024"] < 2.2
     assert 1.8 < tokens["batch-4096"] / tokens["fp32"] < 2.2
+
+
+def test_page_speed_says_in_one_line_what_it_needs(tmp_path, capsys):
+    """No built site in the folder given: one line naming what to install or build, no traceback."""
+    from transformer_lib.benchmarks.page_speed import main as page_speed
+
+    assert page_speed(["--site", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: needs ") and err.count("\n") == 1, err
