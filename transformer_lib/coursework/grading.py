@@ -132,7 +132,7 @@ PACKAGE = Path(__file__).resolve().parents[1]  # transformer_lib/, whose code a 
 
 def _release_tag(release: str) -> None:
     if not RELEASE_FORM.fullmatch(release):
-        raise InvalidValue(f"--release takes a release tag like v0.3.0 (see CHANGELOG.md), got {release!r}")
+        raise InvalidValue(f"--release takes a release tag vX.Y.Z (see CHANGELOG.md), got {release!r}")
 
 
 def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
