@@ -79,16 +79,21 @@ def main() -> int:
         subprocess.run([str(venv / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env, check=True)
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         install = timed([str(venv / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"], clone, env)
+        code = "import sys, torch, transformer_lib as t; print(sys.version.split()[0], torch.__version__, t.__file__)"
+        versions = subprocess.run(
+            [str(venv / "python"), "-c", code], cwd=scratch, capture_output=True, text=True, env=env
+        )
+        python_version, torch_version, package = versions.stdout.split()
+        if not Path(package).is_relative_to(clone):
+            raise SystemExit(f"the environment imports transformer_lib from {package}, not from the clone {clone}")
         build = timed([str(venv / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)
-        code = "import sys, torch; print(sys.version.split()[0], torch.__version__)"
-        versions = subprocess.run([str(venv / "python"), "-c", code], capture_output=True, text=True, env=env)
         packages = subprocess.run(
             [str(venv / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, env=env
         )
         record = {
             "command": "pip install -r requirements.txt && jupyter-book build . -W -n --keep-going",
-            "python": versions.stdout.split()[0],
-            "torch": versions.stdout.split()[1],
+            "python": python_version,
+            "torch": torch_version,
             "install_seconds": round(install),
             "build_seconds": round(build),
             "environment_mb": round(size_mb(venv.parent)),
