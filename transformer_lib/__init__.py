@@ -9,13 +9,14 @@ it instead of writing it again. The folders follow the book:
   run in use (``translation``), PyTorch's modules as independent references (``reference``), and
   what they all share (``errors``, ``files``, ``versions``, ``utils``);
 * ``training/``: lesson 9's loop and its parts: the tasks, the schedules, the precision, the
-  update, the progress bar, the run's folder and several processes;
+  update, the progress bar, the run's folder, several processes and a run's YAML config
+  (packaged configs in ``configs/``, a data folder);
 * ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
-* ``cli/``: training runs from the command line (lesson 11): the parser, the commands, their YAML
-  configs (``cli/configs/``) and sweeps;
+* ``cli/``: training runs from the command line (lesson 11): the parser, the commands and sweeps;
 * ``web/``: the translator in a browser: ONNX export and ONNX Runtime Web;
 * ``coursework/``: the exercises' checks and the grading of learners' notebooks;
-* ``benchmarks/``: the speed measurements that lessons 10 to 12 report.
+* ``benchmarks/``: the measurements that lessons 10 to 12 and the appendix report, and the
+  look-inside page's speed.
 
 ``from transformer_lib import X`` gives every name in ``__all__``, wherever it lives.
 """
