@@ -8,6 +8,8 @@
 * **Machine paths**: no page may show an absolute path of the machine that built or ran it.
 * **Other hosts**: the site works offline, so no page loads an image, script, style or frame
   from another host (links to other sites are fine: they load only when clicked).
+* **Links into PyTorch**: the API page's PyTorch types link to PyTorch's documentation (intersphinx,
+  from the committed inventory ``book/_inventories/torch.inv``), ``torch.Tensor`` at least.
 
 Prints one line per problem and exits 1 if there is any.
 """
@@ -23,6 +25,7 @@ RAW_LATEX = re.compile(r"\\begin\{|\$\s*\\[A-Za-z]+|\\[A-Za-z]+\{[^}]*\}\s*\$")
 MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|site-packages|[A-Z]:\\\\Users)")
 SKIPPED_TAGS = {"script", "style", "pre", "code"}
 SKIPPED_CLASSES = {"math", "cell_output", "highlight"}
+TORCH_TENSOR = "https://docs.pytorch.org/docs/stable/tensors.html#torch.Tensor"
 
 
 class ProseText(HTMLParser):
@@ -75,6 +78,9 @@ def problems(site: Path) -> list[str]:
             found.append(f"{name}: loads {source} from another host (serve it from the site)")
     if not pages:
         found.append(f"no pages under {site}: build the book first (jupyter-book build .)")
+    api = site / "book" / "api.html"
+    if pages and TORCH_TENSOR not in (api.read_text(encoding="utf-8") if api.exists() else ""):
+        found.append(f"book/api.html: no link to {TORCH_TENSOR} (intersphinx, book/_inventories/torch.inv)")
     return found
 
 

@@ -146,3 +146,17 @@ def test_the_files_a_course_adopts_a_book_by():
 def test_built_files_stay_out_of_git_and_the_sdist_has_no_half_test_suite():
     assert "dist/" in (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert "prune tests" in (ROOT / "MANIFEST.in").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_committed_pytorch_inventory_is_the_one_its_script_writes():
+    """book/_inventories/torch.inv resolves the site's links into PyTorch offline; every class under both its names."""
+    from sphinx.util.inventory import InventoryFile
+
+    script = load_script("torch_inventory")
+    with open(ROOT / "book" / "_inventories" / "torch.inv", "rb") as f:
+        inventory = InventoryFile.load(f, script.BASE, lambda base, uri: base + uri)
+    names = {name for role in inventory.values() for name in role}
+    assert names == {line.split()[0] for line in script.entries()}
+    linear = inventory["py:class"]["torch.nn.modules.linear.Linear"][2]  # the name autodoc writes
+    assert linear == script.BASE + "generated/torch.nn.Linear.html#torch.nn.Linear"
+    assert inventory["py:class"]["torch.Tensor"][2] == script.BASE + "tensors.html#torch.Tensor"
