@@ -1,4 +1,4 @@
-"""Every lesson's install cell installs this book's package, and refuses another one with the same import name.
+"""Every lesson's and assignment's install cell installs the book's package and refuses another of its import name.
 
 PyPI's ``transformer_lib`` is someone else's package that also imports as ``transformer_lib``. The
 cell (written by ``.ci/install_cell.py``) asks which distribution provides the importable one.
@@ -130,3 +130,29 @@ def test_a_ref_that_is_no_release_is_refused(install_cell, tmp_path, capsys):
 def test_every_notebook_installs_this_books_package_from_main(install_cell):
     """Every lesson and the appendix: the install cell and Colab badge that `write` makes for main."""
     assert install_cell.main(["check"]) == 0
+
+
+MASTERS = sorted((ROOT / "assignments").glob("a*/a*.ipynb"))
+
+
+def first_code_cell(notebook: Path) -> str:
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    return "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=[m.stem for m in MASTERS])
+def test_each_assignment_installs_the_book_and_refuses_the_other_package(master, tmp_path):
+    """A student's first cell: the book's package is left alone, missing it is installed, another is refused."""
+    source = first_code_cell(master)
+    for name in ("ours", "empty", "other"):
+        (tmp_path / name).mkdir()
+    ours = run_cell(source, site(tmp_path / "ours", "transformer-book"))
+    assert ours.returncode == 0 and "transformer-book @" not in ours.stdout, ours.stderr
+    missing = run_cell(source, tmp_path / "empty")
+    assert missing.returncode == 0 and "RUN transformer-book @ git+https://github.com/" in missing.stdout
+    other = run_cell(source, site(tmp_path / "other", "transformer_lib"))
+    assert other.returncode == 1 and "RUN" not in other.stdout
+    assert other.stderr.strip().splitlines()[-1] == (
+        "OtherPackage: this transformer_lib is another package's (transformer_lib), not this book's: "
+        "run pip uninstall -y transformer_lib, restart the kernel and run this cell again"
+    )
