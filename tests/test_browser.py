@@ -292,8 +292,14 @@ def axe_source() -> str:
 
 def axe_script(source: str, theme: str = "light") -> str:
     options = {"resultTypes": ["violations"], "rules": {rule: {"enabled": False} for rule in IGNORED_RULES}}
+    # The theme is switched with transitions off, and axe waits two frames: it checks the colours a
+    # reader sees once the switch is over, not a frame in the middle of a fade.
     return f"""(async () => {{
+      const still = document.createElement('style');
+      still.textContent = '*, *::before, *::after {{ transition: none !important; animation: none !important; }}';
+      document.head.append(still);
       document.documentElement.dataset.theme = {json.dumps(theme)};
+      await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
       const script = document.createElement('script');
       script.textContent = {json.dumps(source)};
       document.head.append(script);
