@@ -15,7 +15,8 @@ situation and runs each lesson top to bottom with nbclient:
   installs the package, as it does on a new Colab machine;
 * the repository's address (``_config.yml``) in the copy replaced by this checkout's, as
   ``git+file://`` for pip and ``file://`` for git: the lessons install the committed state of this
-  checkout, and lesson 11 clones it for its records;
+  checkout (at its commit, so that pip builds the wheel once and then takes it from its cache), and
+  lesson 11 clones it for its records;
 * cells tagged ``nbval-skip`` or ``skip-execution`` (lesson 11's GPU training) are not run.
 
 The assignments a student opens on Colab are checked the same way: where ``.ci/assignments.py``
@@ -54,6 +55,8 @@ from nbclient import NotebookClient
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from repository import ROOT, configured
 
+from transformer_lib.coursework.grading import RELEASE_LINE  # an assignment's ref: RELEASE = "main"
+
 WORK = ROOT / ".colab"
 # What Colab preinstalls that the lessons use; PyTorch is the small CPU build of the book's version
 # (Colab's is a CUDA build of a recent release: .ci/matrix.py tests the newest).
@@ -86,6 +89,15 @@ def lesson_copy(notebook: Path, folder: Path, kernel: str = "colab") -> Path:
     code = [cell for cell in nb.cells if cell.cell_type == "code"]
     if not code or install not in code[0].source:
         raise SystemExit(f"{notebook.name}: its first code cell does not install the package from {install}")
+    # The package at this checkout's commit: a commit is a ref that cannot move, so pip builds its
+    # wheel once and takes it from its cache for every other notebook. An assignment's cell names
+    # its ref apart (RELEASE, as a course pins a release), a lesson's after the address.
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    first = code[0]
+    if RELEASE_LINE in first.source:
+        first.source = first.source.replace(RELEASE_LINE, f'RELEASE = "{commit}"')
+    else:
+        first.source = first.source.replace(f'"{install}"', f'"{install}@{commit}"')
     for cell in code:
         cell.source = cell.source.replace(install, f"git+file://{ROOT}")
         cell.source = cell.source.replace(f"https://github.com/{repo}", f"file://{ROOT}")

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,7 +200,7 @@ def build(
     """
     if release:
         check_release(release)
-    command, built = _otter(), []
+    command = _otter()
     out = Path(out)
     with tempfile.TemporaryDirectory() as copies:
         if not release:
@@ -209,28 +210,32 @@ def build(
         else:
             sources = masters(pinned(folder, release, Path(copies)))
         out.mkdir(parents=True, exist_ok=True)
-        for master in sources:
-            target = out / master.parent.name
-            with tempfile.TemporaryDirectory(dir=out) as scratch:
-                result = subprocess.run(
-                    [*command, "assign", "--no-pdfs", *([] if run_tests else ["--no-run-tests"]), str(master), scratch],
-                    capture_output=True,
-                    text=True,
-                )
-                if result.returncode:
-                    lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
-                    raise InvalidValue(f"otter assign {master.name} failed: {lines[-1] if lines else 'no message'}")
-                zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
-                autograder = Path(scratch, "autograder", "autograder.zip")
-                Path(scratch, "autograder", zips[0].name).rename(autograder)
-                with zipfile.ZipFile(autograder, "a") as archive:  # for grade's rows; Otter ignores it
-                    archive.writestr(BY_HAND_FILE, json.dumps(by_hand_questions(master)))
-                if target.exists():
-                    shutil.rmtree(target)
-                Path(scratch).rename(target)
-                Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
-            built.append(target)
-    return built
+        with ThreadPoolExecutor(max_workers=2) as pool:  # each otter assign is a process of its own
+            return list(pool.map(lambda master: _assign(command, master, out, run_tests), sources))
+
+
+def _assign(command: list[str], master: Path, out: Path, run_tests: bool) -> Path:
+    """``otter assign`` one master into a temporary folder, renamed to ``out/<assignment>/`` when it succeeded."""
+    target = out / master.parent.name
+    with tempfile.TemporaryDirectory(dir=out) as scratch:
+        result = subprocess.run(
+            [*command, "assign", "--no-pdfs", *([] if run_tests else ["--no-run-tests"]), str(master), scratch],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode:
+            lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+            raise InvalidValue(f"otter assign {master.name} failed: {lines[-1] if lines else 'no message'}")
+        zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
+        autograder = Path(scratch, "autograder", "autograder.zip")
+        Path(scratch, "autograder", zips[0].name).rename(autograder)
+        with zipfile.ZipFile(autograder, "a") as archive:  # for grade's rows; Otter ignores it
+            archive.writestr(BY_HAND_FILE, json.dumps(by_hand_questions(master)))
+        if target.exists():
+            shutil.rmtree(target)
+        Path(scratch).rename(target)
+        Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
+    return target
 
 
 BY_HAND_FILE = "by_hand.json"  # in each autograder zip: {question: points} of the questions graded by hand
