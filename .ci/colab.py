@@ -2,6 +2,7 @@
 
     python .ci/colab.py                          # every lesson (and every built assignment's solution), two at a time
     python .ci/colab.py notebooks/04_attention.ipynb [...]
+    python .ci/colab.py --base                   # only the base environment, for the next run to use
 
 A reader who opens a lesson on Colab has none of this repository: no ``../results``, no
 ``../book``, no ``transformer_lib``. Colab preinstalls PyTorch and the scientific stack, and the
@@ -9,7 +10,8 @@ lesson's first cell installs the package from the repository's address. This scr
 situation and runs each lesson top to bottom with nbclient:
 
 * a fresh environment (``.colab/base``) with only what Colab preinstalls that matters here
-  (``PREINSTALLED``): not transformer_lib, sentencepiece, sacrebleu, sacremoses or onnx;
+  (``PREINSTALLED``): not transformer_lib, sentencepiece, sacrebleu, sacremoses or onnx (``--base``
+  makes it ahead of a run, as ``.ci/run`` does beside its first stages);
 * for each lesson, an empty folder holding only a copy of the notebook and an environment of its
   own layered on the base one (a ``.pth`` file), so that every lesson's first cell really
   installs the package, as it does on a new Colab machine;
@@ -64,15 +66,29 @@ PREINSTALLED = ["torch==2.13.0", "numpy", "matplotlib", "seaborn", "scikit-learn
 SKIPPED_TAGS = {"nbval-skip", "skip-execution"}
 
 
+BASE = WORK / "base"
+BASE_READY = BASE / "ready.txt"  # written last, naming what the base holds: a base without it is half made
+
+
 def make_base() -> Path:
     """A fresh environment holding PREINSTALLED; returns its site-packages folder."""
     shutil.rmtree(WORK, ignore_errors=True)
-    base = WORK / "base"
-    subprocess.run([sys.executable, "-m", "venv", str(base)], check=True)
-    pip = [str(base / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    subprocess.run([sys.executable, "-m", "venv", str(BASE)], check=True)
+    pip = [str(BASE / "bin" / "python"), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
     subprocess.run([*pip, *PREINSTALLED], check=True)
-    return site_packages(base)
+    BASE_READY.write_text("\n".join(PREINSTALLED) + "\n", encoding="utf-8")
+    return site_packages(BASE)
+
+
+def ready_base() -> Path:
+    """The base environment that ``--base`` made (.ci/run makes it beside the tests), or a new one."""
+    if BASE_READY.is_file() and BASE_READY.read_text(encoding="utf-8").split() == PREINSTALLED:
+        for folder in WORK.iterdir():  # what an earlier run left, but the base
+            if folder != BASE:
+                shutil.rmtree(folder)
+        return site_packages(BASE)
+    return make_base()
 
 
 def site_packages(venv: Path) -> Path:
@@ -197,6 +213,7 @@ def compare_lessons(lessons: list[Path], base: Path) -> int:
     sanitize = ROOT / "tests" / "nbval_sanitize.cfg"
     pytest = [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"]
     pytest += ["-o", "addopts=", "--rootdir", str(ROOT), "--nbval", "--nbval-sanitize-with", str(sanitize)]
+    pytest += ["--durations", "10"]  # the slowest cells: where CI's time goes
     return subprocess.run([*pytest, *map(str, copies)], cwd=ROOT, env=env).returncode
 
 
@@ -211,6 +228,9 @@ def assignment_solutions() -> list[Path]:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--base"]:  # the base environment alone, for a run to come
+        make_base()
+        return 0
     given = [Path(a).resolve() for a in argv]
     everything = sorted((ROOT / "notebooks").glob("*.ipynb"))
     lessons = [n for n in given if n.parent == ROOT / "notebooks"] if given else everything
@@ -223,7 +243,7 @@ def main(argv: list[str]) -> int:
     if dirty.strip():
         print("note: the lessons install the committed state of this checkout; uncommitted changes are not in it")
     start = time.perf_counter()
-    base = make_base()
+    base = ready_base()
     print(f"the Colab-like base environment in {time.perf_counter() - start:.0f} s: {', '.join(PREINSTALLED)}")
     failed = []
     if lessons:
@@ -243,7 +263,8 @@ def main(argv: list[str]) -> int:
             if problem:
                 failed.append(name)
     seconds = time.perf_counter() - start
-    print(f"{len(notebooks) - len(failed)} of {len(notebooks)} notebooks ran alone in {seconds:.0f} s")
+    if notebooks:
+        print(f"{len(notebooks) - len(failed)} of {len(notebooks)} notebooks ran alone in {seconds:.0f} s")
     if failed:
         print(f"failed: {', '.join(failed)} (their folders are under {WORK.relative_to(ROOT)}/)")
         return 1
