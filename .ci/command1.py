@@ -34,7 +34,8 @@ from transformer_lib.files import write_text  # noqa: E402
 def python_for(version: str) -> list[str]:
     """The command that runs Python ``version``, or one line saying it is missing."""
     if shutil.which("pyenv"):  # its shims stand on PATH even for Pythons it would refuse to run
-        return ["env", f"PYENV_VERSION={_pyenv_full(version)}", "python"]
+        prefix = subprocess.run(["pyenv", "prefix", _pyenv_full(version)], capture_output=True, text=True, check=True)
+        return [str(Path(prefix.stdout.strip()) / "bin" / "python")]
     named = shutil.which(f"python{version}")
     if named:
         return [named]
@@ -84,6 +85,8 @@ def main() -> int:
             [str(venv / "python"), "-c", code], cwd=scratch, capture_output=True, text=True, env=env
         )
         python_version, torch_version, package = versions.stdout.split()
+        if not python_version.startswith(f"{args.version}."):
+            raise SystemExit(f"the environment runs Python {python_version}, not {args.version}")
         if not Path(package).is_relative_to(clone):
             raise SystemExit(f"the environment imports transformer_lib from {package}, not from the clone {clone}")
         build = timed([str(venv / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)
