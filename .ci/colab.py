@@ -55,7 +55,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from repository import ROOT, configured
+from repository import ROOT, configured, head_commit
 
 from transformer_lib.coursework.grading import RELEASE_LINE  # an assignment's ref: RELEASE = "main"
 
@@ -108,7 +108,7 @@ def lesson_copy(notebook: Path, folder: Path, kernel: str = "colab") -> Path:
     # The package at this checkout's commit: a commit is a ref that cannot move, so pip builds its
     # wheel once and takes it from its cache for every other notebook. An assignment's cell names
     # its ref apart (RELEASE, as a course pins a release), a lesson's after the address.
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = head_commit()
     first = code[0]
     if RELEASE_LINE in first.source:
         first.source = first.source.replace(RELEASE_LINE, f'RELEASE = "{commit}"')

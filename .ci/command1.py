@@ -25,10 +25,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repository import ROOT, clone_to, head_commit
 
-from transformer_lib.files import write_text  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from transformer_lib.files import write_text
 
 
 def python_for(version: str) -> list[str]:
@@ -69,10 +70,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the record (JSON) here too")
     args = parser.parse_args()
     python = python_for(args.version)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = head_commit()
     with tempfile.TemporaryDirectory() as scratch:
         clone = Path(scratch) / "book"
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        clone_to(clone)
         subprocess.run([*python, "-m", "venv", str(clone / ".venv")], check=True)
         venv = clone / ".venv" / "bin"
         env = {**os.environ, "PATH": f"{venv}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(venv.parent)}

@@ -31,7 +31,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repository import ROOT, clone_to
+
 DISTRIBUTION = "transformer-book"
 PRODUCTS = ("package", "notebooks", "site", "pdf")  # in the release workflow's order
 
@@ -190,7 +192,7 @@ def rehearse(skip: set[str]) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         clone, out = Path(tmp) / "clone", Path(tmp) / "out"
         out.mkdir()
-        run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)], ROOT)
+        clone_to(clone)
         run(["git", "tag", tag], clone)
         checks = {"package": check_package, "site": check_site, "notebooks": check_notebooks, "pdf": check_pdf}
         for product in PRODUCTS:

@@ -13,7 +13,9 @@ which the lessons use to link to the book's other pages, follows the repository'
 
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,6 +37,18 @@ GITHUB = re.compile(r"github\.com/([\w.-]+/[\w.-]+?)(?=[/\"'\s)#@]|\.git\b|$)")
 SITE = re.compile(r"([\w-]+)\.github\.io/([\w.-]+?)(?=[/\"'\s)#]|$)")
 PLACEHOLDER = "OWNER/NAME"  # how the README names a fork's repository: not a use to check
 COLAB = re.compile(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/blob/([\w.-]+)/notebooks/([\w.<>-]+)")
+
+
+@functools.cache
+def head_commit() -> str:
+    """The commit checked out here, which a clone of this checkout holds (asked of git once)."""
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def clone_to(folder: Path) -> None:
+    """The committed state of this checkout, cloned into ``folder`` (no files shared with it)."""
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(folder)], check=True)
 
 
 def configured() -> tuple[str, str]:

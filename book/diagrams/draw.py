@@ -143,6 +143,12 @@ class Figure:
             f'fill="{fill}" stroke="{stroke}"{attrs}/>'
         )
 
+    def key(self, x: float, y: float, w: float, h: float, fill: str, stroke: str, label: str, **extra) -> None:
+        """A legend's entry: a swatch at (x, y), ``w`` by ``h``, its label to the right (``extra`` styles the swatch)."""
+        extra.setdefault("rx", 4)
+        self.rect(x, y, w, h, fill, stroke, **extra)
+        self.text(x + w + 8, y + h - 3, label, size=12, anchor="start")
+
     def box(
         self,
         x: float,
@@ -478,12 +484,8 @@ def attention() -> Figure:
     f.text(causal.cx, causal.bottom + 16, "no key after\nits query", size=11, fill=MUTED)
     f.arrow((causal.right + 8, mask.cy), (mask.left - 2, mask.cy), dashed=True, colour=MUTED)
     f.text(40, 226 - 22, "rows: queries, columns: keys", size=11, anchor="start", fill=MUTED)
-    legend_y = 380
-    f.rect(40, legend_y, 14, 14, KEPT_CELL, PAPER, rx=0)
-    f.text(60, legend_y + 12, "kept", size=12, anchor="start")
-    f.rect(40, legend_y + 22, 14, 14, MASKED_CELL, PAPER, rx=0)
-    f.text(60, legend_y + 34, "masked: score set to −∞,", size=12, anchor="start")
-    f.text(60, legend_y + 50, "so its weight is 0", size=12, anchor="start")
+    f.key(40, 380, 14, 14, KEPT_CELL, PAPER, "kept", rx=0)
+    f.key(40, 402, 14, 14, MASKED_CELL, PAPER, "masked: score set to −∞,\nso its weight is 0", rx=0)
     return f
 
 
@@ -784,10 +786,8 @@ def token_batching() -> Figure:
             anchor="start",
             weight="bold",
         )
-    f.rect(40, 386, 14, 14, KEPT_CELL, PAPER, rx=0)
-    f.text(60, 398, "a token", size=12, anchor="start")
-    f.rect(140, 386, 14, 14, PAD_CELL, PAPER, rx=0)
-    f.text(160, 398, "padding (<pad>): computed, then masked and thrown away", size=12, anchor="start")
+    f.key(40, 386, 14, 14, KEPT_CELL, PAPER, "a token", rx=0)
+    f.key(140, 386, 14, 14, PAD_CELL, PAPER, "padding (<pad>): computed, then masked and thrown away", rx=0)
     return f
 
 
@@ -886,12 +886,9 @@ def beam_search() -> Figure:
                 f.rect(b.x - 4, b.y - 4, b.w + 8, b.h + 8, "none", KINDS["ffn"][1], rx=9, stroke_width="1.5")
                 f.text(b.cx, b.top - 12, "finished", size=12, weight="bold", fill=KINDS["ffn"][1])
     ly = 420
-    f.rect(30, ly, 22, 16, *KINDS["attn"], rx=4)
-    f.text(60, ly + 13, "kept in the beam", size=12, anchor="start")
-    f.rect(200, ly, 22, 16, *KINDS["data"], rx=4, opacity="0.45", stroke_dasharray="4 3")
-    f.text(230, ly + 13, "pruned: not among the 2 best", size=12, anchor="start")
-    f.rect(440, ly, 22, 16, *KINDS["ffn"], rx=4)
-    f.text(470, ly + 13, "finished: ends with <eos>, stays in the beam unchanged", size=12, anchor="start")
+    f.key(30, ly, 22, 16, *KINDS["attn"], "kept in the beam")
+    f.key(200, ly, 22, 16, *KINDS["data"], "pruned: not among the 2 best", opacity="0.45", stroke_dasharray="4 3")
+    f.key(440, ly, 22, 16, *KINDS["ffn"], "finished: ends with <eos>, stays in the beam unchanged")
     return f
 
 
@@ -937,10 +934,8 @@ def kv_cache() -> Figure:
     f.text(430, 162, "softmax(q kᵀ / √d_head)", size=11, fill=MUTED)
     f.text(700, 162, "weights · V", size=11, fill=MUTED)
     ly = 350
-    f.rect(30, ly, 22, 16, *KINDS["new"], rx=4)
-    f.text(60, ly + 13, "computed this step: the new token's q, k and v; k and v are appended", size=12, anchor="start")
-    f.rect(30, ly + 26, 22, 16, *KINDS["attn"], rx=4)
-    f.text(60, ly + 39, "read from the cache, not computed again", size=12, anchor="start")
+    f.key(30, ly, 22, 16, *KINDS["new"], "computed this step: the new token's q, k and v; k and v are appended")
+    f.key(30, ly + 26, 22, 16, *KINDS["attn"], "read from the cache, not computed again")
     f.text(
         30,
         ly + 66,
