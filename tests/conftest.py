@@ -52,6 +52,7 @@ class PageReport:
     console_errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     value: object = None  # what the ``script`` given to ``open_page`` returned
+    phone_width: int | None = None  # the page's width once shrunk to ``open_page``'s ``phone`` viewport
 
     def external_requests(self, base: str) -> list[str]:
         local = (base, "data:", "blob:", "about:", "chrome-extension:", "devtools:")
@@ -75,17 +76,25 @@ INSPECT = """async () => {
 }"""
 
 
+# The page's width once the layout has followed a change of the window's size
+WIDTH_NEXT_FRAME = "new Promise((done) => requestAnimationFrame(() => done(document.scrollingElement.scrollWidth)))"
+
+
 @pytest.fixture(scope="session")
 def open_page(browser):
-    """``open_page(url, timeout=60, script=None, viewport=VIEWPORT)``: load the page in a fresh context, wait,
-    inspect it.
+    """``open_page(url, timeout=60, script=None, viewport=VIEWPORT, phone=None)``: load the page in a fresh
+    context, wait, inspect it.
 
     ``script``, a JavaScript expression (a promise is awaited), then runs in the page, as a
     reader's actions would: its value is the report's ``value``, and what it caused (requests,
-    errors) is in the report too.
+    errors) is in the report too. With ``phone`` (a viewport), the window then shrinks to it, as a
+    phone's screen would show the page, and the report's ``phone_width`` is the page's width there:
+    one load serves both screens (loading is most of a page's time).
     """
 
-    def open_(url: str, timeout: float = 60, script: str | None = None, viewport: dict = VIEWPORT) -> PageReport:
+    def open_(
+        url: str, timeout: float = 60, script: str | None = None, viewport: dict = VIEWPORT, phone: dict | None = None
+    ) -> PageReport:
         report = PageReport(url)
         context = browser.new_context(viewport=viewport)
         context.set_default_timeout(timeout * 1000)
@@ -100,6 +109,9 @@ def open_page(browser):
             report.too_wide = seen["tooWide"]
             if script is not None:
                 report.value = page.evaluate(script)
+            if phone is not None:
+                page.set_viewport_size(phone)
+                report.phone_width = page.evaluate(WIDTH_NEXT_FRAME)
             page.wait_for_timeout(200)  # late events: a failed request, a console error
         finally:
             context.close()

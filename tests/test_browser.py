@@ -48,20 +48,29 @@ def site_pages() -> list[str]:
     return sorted(str(p.relative_to(SITE)) for p in pages if p not in redirects)
 
 
-def test_every_page_of_the_site(open_page, serve_folder):
-    """Every page: text, images that load, typeset math, nothing from other hosts; and every image's
-    alt text says what it shows (ALT_TEXTS, in the same visit: a page's load is most of a check's time)."""
+@pytest.fixture(scope="module")
+def site_visit(open_page, serve_folder) -> dict:
+    """Every page of the built site, loaded once: its report (``problems``), with ``value`` the
+    images' alt texts that describe nothing (ALT_TEXTS) and its images in the dark theme
+    (DARK_IMAGES), and ``phone_width``, its width on a phone's screen (PHONE). The checks below
+    read it: a page's load is most of a check's time."""
     pages = site_pages()
     if not pages:
         pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
-    assert len(pages) >= 20, pages
-    failures, missing = [], []
+    script = f"(() => ({{ alt: {ALT_TEXTS}, dark: {DARK_IMAGES} }}))()"  # the alt texts first, then the theme
     with serve_folder(SITE) as base:
-        for page in pages:
-            report = open_page(base + page, script=ALT_TEXTS)
-            assert report.text.strip(), f"{page} shows no text"
-            failures += [f"{page}: {problem}" for problem in problems(report, base)]
-            missing += [f"{page}: {src} has alt {alt!r}" for src, alt in report.value]
+        return {page: (open_page(base + page, script=script, phone=PHONE), base) for page in pages}
+
+
+def test_every_page_of_the_site(site_visit):
+    """Every page: text, images that load, typeset math, nothing from other hosts; and every image's
+    alt text says what it shows."""
+    assert len(site_visit) >= 20, list(site_visit)
+    failures, missing = [], []
+    for page, (report, base) in site_visit.items():
+        assert report.text.strip(), f"{page} shows no text"
+        failures += [f"{page}: {problem}" for problem in problems(report, base)]
+        missing += [f"{page}: {src} has alt {alt!r}" for src, alt in report.value["alt"]]
     assert not failures, "\n".join(failures)
     assert not missing, f"{len(missing)} images without a description:\n" + "\n".join(missing)
 
@@ -138,22 +147,21 @@ def built_pages() -> list[str]:
     return pages
 
 
-def test_every_page_fits_a_phones_screen(open_page, serve_folder):
+def test_every_page_fits_a_phones_screen(site_visit):
     """Nothing scrolls the page sideways at 390 pixels: long inline code wraps, wide tables, code and
     formulas scroll inside themselves (custom.css)."""
-    wide = []
-    with serve_folder(SITE) as base:
-        for page in built_pages():
-            width = open_page(base + page, viewport=PHONE, script="document.scrollingElement.scrollWidth").value
-            if width > PHONE["width"] + 1:
-                wide.append(f"{page}: {width} px wide")
+    wide = [
+        f"{page}: {report.phone_width} px wide"
+        for page, (report, _) in site_visit.items()
+        if report.phone_width > PHONE["width"] + 1
+    ]
     assert not wide, "\n".join(wide)
 
 
 def test_the_phone_check_can_fail(open_page, serve_folder, tmp_path):
     (tmp_path / "wide.html").write_text(f"<html><body><p><code>{'x' * 80}</code></p></body></html>", "utf-8")
     with serve_folder(tmp_path) as base:
-        width = open_page(base + "wide.html", viewport=PHONE, script="document.scrollingElement.scrollWidth").value
+        width = open_page(base + "wide.html", phone=PHONE).phone_width
     assert width > PHONE["width"] + 1
 
 
@@ -187,19 +195,18 @@ DARK_IMAGES = """(() => {
 })()"""
 
 
-def test_plots_and_diagrams_sit_on_a_dimmed_white_card_in_the_dark_theme(open_page, serve_folder):
+def test_plots_and_diagrams_sit_on_a_dimmed_white_card_in_the_dark_theme(site_visit):
     """They are drawn on white: on the dark theme they keep a white card, dimmed (custom.css)."""
     plots = diagrams = 0
     wrong = []
-    with serve_folder(SITE) as base:
-        for page in built_pages():
-            if not page.startswith("notebooks/"):
-                continue
-            seen = open_page(base + page, script=DARK_IMAGES).value
-            plots, diagrams = plots + len(seen["plots"]), diagrams + len(seen["diagrams"])
-            for src, background, filter_ in seen["plots"] + seen["diagrams"]:
-                if background != "rgb(255, 255, 255)" or "brightness" not in filter_:
-                    wrong.append(f"{page}: {src}: background {background}, filter {filter_}")
+    for page, (report, _) in site_visit.items():
+        if not page.startswith("notebooks/"):
+            continue
+        seen = report.value["dark"]
+        plots, diagrams = plots + len(seen["plots"]), diagrams + len(seen["diagrams"])
+        for src, background, filter_ in seen["plots"] + seen["diagrams"]:
+            if background != "rgb(255, 255, 255)" or "brightness" not in filter_:
+                wrong.append(f"{page}: {src}: background {background}, filter {filter_}")
     assert plots >= 20, plots  # the lessons' plots were found
     assert not wrong, "\n".join(wrong)
 
