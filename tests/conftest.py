@@ -2,8 +2,10 @@
 in a browser (Playwright, driving the Chromium on PATH).
 """
 
+import importlib.util
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +13,23 @@ import pytest
 
 from transformer_lib.data import LOCAL_DIR_ENV
 from transformer_lib.web.serve import serve
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_file(path: Path, name: str):
+    """The Python file at ``path``, which no package holds (``.ci``'s scripts, the diagrams'),
+    imported afresh as ``name``, and registered under it: dataclasses look their module up by name."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def ci_script(name: str):
+    """``.ci/NAME.py``, imported afresh."""
+    return load_file(ROOT / ".ci" / f"{name}.py", name)
 
 
 @pytest.fixture(scope="session")

@@ -2,10 +2,8 @@
 the lessons show them by names that exist with alt text, the map links to lessons that exist, and
 the site serves its own copies (book/_ext/figures.py)."""
 
-import importlib.util
 import json
 import re
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +12,8 @@ import pytest
 import yaml
 from docutils import nodes
 from docutils.utils import new_document
+
+from conftest import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "book" / "_static" / "figures"
@@ -39,22 +39,14 @@ PUBLISHED = BASEURL.rstrip("/") + "/_static/figures/"
 MARKDOWN_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 
 
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def draw():
-    return load(ROOT / "book" / "diagrams" / "draw.py", "book_diagrams_draw")
+    return load_file(ROOT / "book" / "diagrams" / "draw.py", "book_diagrams_draw")
 
 
 @pytest.fixture(scope="module")
 def extension():
-    return load(ROOT / "book" / "_ext" / "figures.py", "book_ext_figures")
+    return load_file(ROOT / "book" / "_ext" / "figures.py", "book_ext_figures")
 
 
 @pytest.mark.parametrize("name", PLAN)

@@ -6,7 +6,6 @@ Each case runs the cell in a fresh interpreter without site-packages (``-S``), o
 holds a fake package and its metadata, so the answer comes from that folder alone.
 """
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,15 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ci_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def install_cell():
-    spec = importlib.util.spec_from_file_location("install_cell", ROOT / ".ci" / "install_cell.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return ci_script("install_cell")
 
 
 def site(tmp_path: Path, distribution: str | None) -> Path:

@@ -6,23 +6,19 @@ not by every test run: this test checks that file where it exists (or ``BOOK_PDF
 elsewhere, saying so.
 """
 
-import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_file
 
 ROOT = Path(__file__).resolve().parent.parent
 PDF = Path(os.environ.get("BOOK_PDF", ROOT / "dist" / "transformer-book.pdf"))
 
 
 def load_pdf_script():
-    spec = importlib.util.spec_from_file_location("pdf_script", ROOT / ".ci" / "pdf.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pdf_script"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file(ROOT / ".ci" / "pdf.py", "pdf_script")
 
 
 def test_the_lessons_it_looks_for_are_the_books():

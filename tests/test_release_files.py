@@ -7,7 +7,6 @@
 * CITATION.cff, the licences, the contributing guide, the code of conduct and the issue templates.
 """
 
-import importlib.util
 import json
 import re
 import sys
@@ -18,17 +17,10 @@ import pytest
 import yaml
 
 import transformer_lib
+from conftest import ci_script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLCHAIN = {"jupyter-book", "nbval", "otter-grader", "pytest", "ruff", "build", "twine", "check-jsonschema"}
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def names(lines: list[str]) -> set[str]:
@@ -36,7 +28,7 @@ def names(lines: list[str]) -> set[str]:
 
 
 def test_a_reader_installs_what_the_lessons_need_and_no_toolchain():
-    resolve = load_script("resolve")
+    resolve = ci_script("resolve")
     reader = names(resolve.requirements(ROOT / "requirements-lessons.txt", "3.11"))
     assert not reader & TOOLCHAIN, reader & TOOLCHAIN
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
@@ -49,7 +41,7 @@ def test_a_reader_installs_what_the_lessons_need_and_no_toolchain():
 
 
 def test_the_maintainers_set_up_includes_the_readers():
-    resolve = load_script("resolve")
+    resolve = ci_script("resolve")
     maintainers = names(resolve.requirements(ROOT / "requirements.txt", "3.11"))
     assert names(resolve.requirements(ROOT / "requirements-lessons.txt", "3.11")) <= maintainers
     assert TOOLCHAIN <= maintainers
@@ -57,19 +49,19 @@ def test_the_maintainers_set_up_includes_the_readers():
 
 @pytest.mark.parametrize(("python", "onnxruntime"), [("3.10", "onnxruntime==1.23.*"), ("3.13", "onnxruntime==1.32.*")])
 def test_each_python_gets_an_onnxruntime_with_a_wheel_for_it(python, onnxruntime):
-    lines = load_script("resolve").requirements(ROOT / "requirements.txt", python)
+    lines = ci_script("resolve").requirements(ROOT / "requirements.txt", python)
     assert [line for line in lines if line.startswith("onnxruntime")] == [onnxruntime]
 
 
 def test_the_pythons_resolved_start_at_the_packages_floor():
-    pythons = load_script("resolve").PYTHONS
+    pythons = ci_script("resolve").PYTHONS
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert f'requires-python = ">={pythons[0]}"' in pyproject
     assert [int(p.split(".")[1]) for p in pythons] == list(range(10, 10 + len(pythons)))  # none skipped
 
 
 def test_a_releases_site_sits_beside_mains_with_one_switcher(tmp_path):
-    site_versions = load_script("site_versions")
+    site_versions = ci_script("site_versions")
     main = tmp_path / "html"
     main.mkdir()
     (main / "index.html").write_text("main\n", encoding="utf-8")
@@ -152,7 +144,7 @@ def test_the_committed_pytorch_inventory_is_the_one_its_script_writes():
     """book/_inventories/torch.inv resolves the site's links into PyTorch offline; every class under both its names."""
     from sphinx.util.inventory import InventoryFile
 
-    script = load_script("torch_inventory")
+    script = ci_script("torch_inventory")
     with open(ROOT / "book" / "_inventories" / "torch.inv", "rb") as f:
         inventory = InventoryFile.load(f, script.BASE, lambda base, uri: base + uri)
     names = {name for role in inventory.values() for name in role}

@@ -1,21 +1,19 @@
 """The repository address is set once (_config.yml); every badge and install line must agree."""
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from conftest import ci_script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def repository():
-    spec = importlib.util.spec_from_file_location("repository", ROOT / ".ci" / "repository.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return ci_script("repository")
 
 
 def test_every_use_agrees_with_the_config(repository):

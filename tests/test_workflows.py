@@ -4,7 +4,6 @@
 and sdist; these tests check what the schema cannot: which commands each workflow runs.
 """
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 import transformer_lib
+from conftest import ci_script
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -39,14 +39,6 @@ def readme_command(number: int) -> str:
     """The README's numbered command: the line after its `# N.` comment."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     return re.search(rf"^# {number}\. .*\n(.+)$", text, re.M).group(1).strip()
-
-
-def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / ".ci" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the script runs
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_each_workflow_is_commented_and_least_privileged():
@@ -80,7 +72,7 @@ def test_the_website_is_command_1_uploaded_and_deployed():
 
 
 def test_the_website_workflow_refuses_a_fork_that_kept_another_repositorys_address():
-    repository = load_script("repository")
+    repository = ci_script("repository")
     owner_name = repository.configured()[0]
     assert repository.main(["expect", owner_name]) == 0
     assert repository.main(["expect", "someone/fork"]) == 1
@@ -114,7 +106,7 @@ def test_a_release_builds_its_site_lessons_and_pdf_at_the_tag_and_publishes_the_
     assert "tar -czf book-dist/site.tar.gz -C _build/html ." in ordered  # the name .ci/site_versions.py downloads
     install = lines.index('python .ci/install_cell.py write --ref "${{ github.ref_name }}"')
     assert install < lines.index("jupyter-book build . -W -n --keep-going")  # the site shows the pinned lessons
-    assert load_script("site_versions").ASSET == "site.tar.gz"
+    assert ci_script("site_versions").ASSET == "site.tar.gz"
     website = flow["jobs"]["website"]
     assert website["uses"] == "./.github/workflows/pages.yml" and website["needs"] == "github-release"
     assert website["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
@@ -155,7 +147,7 @@ def test_the_matrix_runs_weekly_and_on_tags_with_every_python_it_needs():
     assert "python .ci/matrix.py" in commands(job).splitlines()
     setup = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-python"))
     offered = set(setup["with"]["python-version"].split())
-    assert {entry.python for entry in load_script("matrix").ENTRIES} <= offered
+    assert {entry.python for entry in ci_script("matrix").ENTRIES} <= offered
 
 
 def test_the_version_is_written_once():
@@ -164,7 +156,7 @@ def test_the_version_is_written_once():
     assert re.search(r"^version\s*=", project, re.M) is None and 'dynamic = ["version"]' in project
     assert 'version = { attr = "transformer_lib.__version__" }' in pyproject
     assert re.fullmatch(r"\d+\.\d+\.\d+", transformer_lib.__version__)
-    assert load_script("release").version() == transformer_lib.__version__
+    assert ci_script("release").version() == transformer_lib.__version__
 
 
 def test_the_command_line_says_its_version():
@@ -175,7 +167,7 @@ def test_the_command_line_says_its_version():
 
 
 def test_the_changelog_has_this_version_and_a_tag_must_match_it(capsys):
-    release = load_script("release")
+    release = ci_script("release")
     tag = f"v{transformer_lib.__version__}"
     assert release.problems(tag) == []
     assert release.main(["notes", tag]) == 0 and "course" in capsys.readouterr().out
