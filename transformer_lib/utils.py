@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import platform
 import random
 import subprocess
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -52,10 +54,31 @@ def setup(seed: int = 0, threads: int | None = 2) -> torch.device:
         threads = int(os.environ["OMP_NUM_THREADS"])
     if threads is not None and threads > 0:
         torch.set_num_threads(threads)
-    if os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower() == "default":
+    emulated = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if emulated:
+        _compile_cache_of_its_own(emulated)
+    if emulated == "default":
         _compile_for_this_cpu()
     seed_everything(seed)
     return pick_device()
+
+
+def _compile_cache_of_its_own(capability: str) -> None:
+    """Keep ``torch.compile``'s kernels for an emulated CPU apart from the machine's own.
+
+    Compiled kernels are cached on disk and shared by every run on the machine, and PyTorch 2.13
+    reuses a kernel built for one vector width under another: on an AVX-512 machine, a run under
+    ``ATEN_CPU_CAPABILITY=avx2`` after a plain run computed wrong values (and a plain run after an
+    emulated one too). A real CPU never changes between runs; an emulated one does. A cache
+    folder the reader chose (``TORCHINDUCTOR_CACHE_DIR``) is left as it is.
+    """
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # no name for this user id (a container's)
+            user = "user"
+        folder = Path(tempfile.gettempdir()) / f"torchinductor_{user}_emulating_{capability}"
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
 
 
 def _compile_for_this_cpu() -> None:
