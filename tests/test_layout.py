@@ -7,6 +7,7 @@ it is for; every command of ``python -m transformer_lib`` is still there.
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -205,3 +206,18 @@ def test_ci_code_never_imports_test_code():
         lines = path.read_text(encoding="utf-8").splitlines()
         reaching = [line for line in lines if "sys.path" in line and "tests" in line]
         assert not reaching, f"{path.name} puts tests/ on the import path: {reaching}"
+
+
+def test_comments_say_why_never_which_issue():
+    """The git log holds the history: the code, its configs, the tests and CI's scripts name no issue."""
+    root = PACKAGE.parent
+    tracker = re.compile(r"\bissues? #?\d+|\battempts? #?\d+", re.IGNORECASE)
+    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"), *root.glob("tests/*.py"), *root.glob(".ci/*")]
+    found = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in files
+        if path.is_file()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if tracker.search(line)
+    ]
+    assert not found, "\n".join(found)

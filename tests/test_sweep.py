@@ -96,8 +96,8 @@ def test_a_cpu_sweep_file_still_runs_what_its_records_hold(name, tmp_path):
         assert resolved_config(load_config(str(planned[run]))) == resolved_config(load_config(str(path))), run
 
 
-def test_the_batch_4096_seeds_take_seed_0_from_attempt_27s_record(tmp_path):
-    """Seed 0 of seeds_batch4096_en_de.yaml did not train again: its record is attempt 27's screen."""
+def test_the_batch_4096_seeds_take_seed_0_from_the_screens_record(tmp_path):
+    """Seed 0 of seeds_batch4096_en_de.yaml did not train again: its record is the batch screen's run."""
     planned = sweep.plan(ROOT / "experiments/multi30k/cpu/seeds_batch4096_en_de.yaml", tmp_path)
     screen = ROOT / "results/multi30k/cpu/screen_batch_en_de/en_de-batch4096/config.yaml"
     assert resolved_config(load_config(str(planned["en_de-seed0"]))) == resolved_config(load_config(str(screen)))
