@@ -144,7 +144,9 @@ class Figure:
         )
 
     def key(self, x: float, y: float, w: float, h: float, fill: str, stroke: str, label: str, **extra) -> None:
-        """A legend's entry: a swatch at (x, y), ``w`` by ``h``, its label to the right (``extra`` styles the swatch)."""
+        """A legend's entry: a swatch at (x, y), ``w`` by ``h``, and its label to the right of it.
+
+        ``extra`` styles the swatch (``rx``, ``opacity``, ...)."""
         extra.setdefault("rx", 4)
         self.rect(x, y, w, h, fill, stroke, **extra)
         self.text(x + w + 8, y + h - 3, label, size=12, anchor="start")
