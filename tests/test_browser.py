@@ -54,9 +54,7 @@ def site_visit(open_page, serve_folder) -> dict:
     images' alt texts that describe nothing (ALT_TEXTS) and its images in the dark theme
     (DARK_IMAGES), and ``phone_width``, its width on a phone's screen (PHONE). The checks below
     read it: a page's load is most of a check's time."""
-    pages = site_pages()
-    if not pages:
-        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    pages = built_pages()
     script = f"(() => ({{ alt: {ALT_TEXTS}, dark: {DARK_IMAGES} }}))()"  # the alt texts first, then the theme
     with serve_folder(SITE) as base:
         return {page: (open_page(base + page, script=script, phone=PHONE), base) for page in pages}
