@@ -170,3 +170,72 @@ def test_page_speed_says_in_one_line_what_it_needs(tmp_path, capsys):
     assert page_speed(["--site", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: needs ") and err.count("\n") == 1, err
+
+
+def test_packed_self_attention_computes_our_outputs_and_gradients():
+    """Packing Q, K and V into one projection changes the number of matrix products, not the function."""
+    import copy
+
+    from transformer_lib import PAD_ID, Transformer, TransformerConfig
+    from transformer_lib.benchmarks.training_speed import PackedSelfAttention, pack_qkv
+
+    torch.manual_seed(0)
+    reference = Transformer(TransformerConfig.preset("tiny", vocab_size=50, dropout=0.0))
+    packed = pack_qkv(copy.deepcopy(reference))
+    assert sum(p.numel() for p in packed.parameters()) == sum(p.numel() for p in reference.parameters())
+    src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 5))
+    src[0, 5:], tgt[1, 3:] = PAD_ID, PAD_ID
+    keep = tgt != PAD_ID
+    outputs = []
+    for model in (reference, packed):
+        out = model(src, tgt)[keep]
+        out.square().sum().backward()
+        outputs.append(out)
+    assert torch.allclose(outputs[1], outputs[0], atol=1e-5)
+    for ref_layer, layer in zip(reference.decoder.layers, packed.decoder.layers, strict=True):
+        assert isinstance(layer.self_attn, PackedSelfAttention)
+        ref = ref_layer.self_attn
+        expected = torch.cat([ref.q_proj.weight.grad, ref.k_proj.weight.grad, ref.v_proj.weight.grad])
+        assert torch.allclose(layer.self_attn.qkv.weight.grad, expected, atol=1e-5)
+        assert torch.allclose(layer.cross_attn.q_proj.weight.grad, ref_layer.cross_attn.q_proj.weight.grad, atol=1e-5)
+
+
+def test_the_step_without_host_syncs_makes_the_trainers_updates(mirror):
+    """Three steps of ``+nosync`` leave the weights the Trainer's own three steps leave."""
+    from transformer_lib import Transformer, TransformerConfig
+    from transformer_lib.benchmarks.training_speed import step_without_sync
+    from transformer_lib.training import TrainConfig, Trainer
+    from transformer_lib.training.tasks import TranslationTask
+
+    examples = [([5 + i % 7, 6, 7 + i % 5, 3], [8, 9 + i % 4, 10]) for i in range(24)]
+    config = TransformerConfig.preset("tiny", vocab_size=30, dropout=0.0)
+    weights = []
+    for nosync in (False, True):
+        torch.manual_seed(0)
+        trainer = Trainer(Transformer(config), TranslationTask(examples, max_tokens=40), TrainConfig(progress=False))
+        for indices in trainer.task.train_batches(0)[:3]:
+            step_without_sync(trainer, indices) if nosync else trainer.train_step([indices])
+        weights.append(torch.cat([p.detach().flatten() for p in trainer.model.parameters()]))
+    assert trainer.step == 3
+    assert torch.allclose(weights[1], weights[0], atol=1e-6)
+    assert not torch.allclose(weights[0], torch.cat([p.flatten() for p in Transformer(config).parameters()]))
+
+
+def test_a_variant_is_a_precision_and_known_modifiers():
+    import argparse
+
+    from transformer_lib.benchmarks.training_speed import checked_variant
+
+    assert checked_variant("bf16+nosync+packed+compile") == "bf16+nosync+packed+compile"
+    for bad in ("bf16+turbo", "int8", "bf16+compile+compile"):
+        with pytest.raises(argparse.ArgumentTypeError, match="write a precision"):
+            checked_variant(bad)
+
+
+def test_the_speed_benchmark_times_the_new_variants_on_cpu(mirror, capsys):
+    from transformer_lib.benchmarks.training_speed import main as speed_main
+
+    args = ["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"]
+    speed_main([*args, "--variants", "fp32+nosync+packed", "bf16+graphs", "--repeat-batches", "1"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
+    assert [(r[2], r[3]) for r in rows] == [("ours", "fp32+nosync+packed")]  # bf16 and graphs need a GPU

@@ -2,47 +2,60 @@
 
     python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
         [--max-tokens 8192 32768] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
-        [--json results/speed.json]
+        [--repeat-batches N] [--json results/speed.json]
 
 Both models get the same configuration, the same Multi30k de→en token batches and the same
 training step, the :class:`~transformer_lib.training.trainer.Trainer`'s (label-smoothed loss, clipping,
 Adam); ``nn.Transformer`` gets our embeddings, positions and tied output layer
 around it, so that only the encoder and decoder stacks differ. Each variant runs ``--warmup``
-untimed steps, then ``--steps`` timed ones. Reported per variant: target tokens per second, median
-step time, peak GPU memory, and MFU: model FLOPs per second (:func:`training_flops`, counted on the
-padded batches, as the hardware computes them) over the GPU's dense bf16 peak.
+untimed steps, then ``--steps`` timed ones, timed as a whole (one synchronisation before and one
+after, so that a step that needs none can overlap the next). Reported per variant: target tokens
+per second, the mean step time, peak GPU memory, and MFU: model FLOPs per second
+(:func:`training_flops`, counted on the padded batches, as the hardware computes them) over the
+GPU's dense bf16 peak.
 
-Variants: ``fp32`` (TF32 matmuls off), ``bf16`` (autocast), ``fp16`` (autocast with the
-loss scaling of ``training.precision: fp16``, what a GPU without bf16 runs), ``+compile`` (``torch.compile``),
+A variant is a precision and any of the modifiers after it, joined by ``+``: ``fp32`` (TF32 matmuls
+off), ``bf16`` (autocast), ``fp16`` (autocast with the loss scaling of ``training.precision: fp16``,
+what a GPU without bf16 runs); ``+compile`` (``torch.compile``), ``+graphs`` (``torch.compile``
+with ``mode="reduce-overhead"``: CUDA graphs replay a shape's kernels without launching each),
 ``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
-``scaled_dot_product_attention``; not applicable to ``nn.Transformer``), ``+buckets`` (lengths
-padded up to a multiple of 8: a few batch shapes instead of hundreds; tokens/s counts real target
-tokens only, so the extra padding costs the variant what it costs in training). On a CPU the bf16, fp16 and
-compile variants are skipped; use the CPU only to check that the script runs. ``--json`` also
-writes the table, one row per measurement with the device, torch version and commit, for lesson
-12 to show.
+``scaled_dot_product_attention``; ours only), ``+packed`` (each self-attention's Q, K and V from
+one projection, one matrix product instead of three; ours only: ``nn.Transformer`` packs them
+already), ``+nosync`` (the Trainer's step without its host synchronisations: the batch uploaded
+from pinned memory, the tokens counted on the GPU, no loss read back, so the CPU prepares the next
+step while the GPU computes this one), ``+buckets`` (lengths padded up to a multiple of 8: a few
+batch shapes instead of hundreds; tokens/s counts real target tokens only, so the extra padding
+costs the variant what it costs in training). Each modifier computes the same losses as the plain
+step (``tests/test_benchmarks.py`` checks them on a CPU). On a CPU the bf16, fp16, compile and graphs
+variants are skipped; use the CPU only to check that the script runs. ``--repeat-batches N``
+cycles the timed steps over the first N batches: the steady state of a variant whose first step
+of a shape costs more (CUDA graphs record each shape once). ``--json`` also writes the table, one
+row per measurement with the device, torch version and commit, for lesson 12 to show.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lib.attention import causal_mask, keep_attention_weights
-from transformer_lib.batching import encode_pairs
+from transformer_lib.attention import MultiHeadAttention, causal_mask, keep_attention_weights
+from transformer_lib.batching import Batch, encode_pairs
 from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.data import load_pairs
-from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.errors import InvalidValue
+from transformer_lib.model import PRESETS, Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import TrainConfig, Trainer
+from transformer_lib.training.precision import attention_kernels
+from transformer_lib.training.run_config import load_config
 from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.utils import environment
 
@@ -59,6 +72,9 @@ VARIANTS = (
     "fp16",
     "fp16+compile",
 )
+PRECISIONS = ("fp32", "bf16", "fp16")
+MODIFIERS = ("by-hand", "buckets", "compile", "graphs", "nosync", "packed")
+OURS_ONLY = {"by-hand", "packed"}  # changes to our attention, which nn.Transformer does not have
 HALF = ("bf16", "fp16")  # the variants' autocast precisions: on a CUDA GPU only
 BUCKET = 8  # "+buckets": lengths padded up to a multiple of 8, so that batches come in few shapes
 MODELS = ("ours", "nn.Transformer")
@@ -110,6 +126,85 @@ def training_flops(config: TransformerConfig, batch: int, src_len: int, tgt_len:
     return 3.0 * forward
 
 
+def checked_variant(name: str) -> str:
+    """``name`` if it is a precision followed by ``+modifiers`` (each once); else one clear error."""
+    precision, *modifiers = name.split("+")
+    unknown = [m for m in modifiers if m not in MODIFIERS]
+    if precision not in PRECISIONS or unknown or len(set(modifiers)) < len(modifiers):
+        raise argparse.ArgumentTypeError(
+            f"{name!r} is not a variant: write a precision ({', '.join(PRECISIONS)}) and any of "
+            f"+{', +'.join(MODIFIERS)}, each once, e.g. bf16+nosync+compile"
+        )
+    return name
+
+
+def modifiers(name: str) -> set[str]:
+    return set(name.split("+")[1:])
+
+
+class PackedSelfAttention(nn.Module):
+    """Self-attention whose queries, keys and values come from one ``(3 d_model, d_model)`` projection:
+    one matrix product (and one in each backward) instead of three. Built from a
+    :class:`~transformer_lib.attention.MultiHeadAttention` and its weights, it computes the same function.
+    """
+
+    def __init__(self, attention: MultiHeadAttention) -> None:
+        super().__init__()
+        if attention.rotary or attention.n_kv_heads != attention.n_heads:
+            raise InvalidValue(
+                "packed Q, K, V: only the paper's attention (no rotary, as many key-value heads as heads)"
+            )
+        self.d_model, self.d_head, self.dropout = attention.d_model, attention.d_head, attention.dropout
+        projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+        self.qkv = nn.Linear(self.d_model, 3 * self.d_model)
+        with torch.no_grad():
+            self.qkv.weight.copy_(torch.cat([p.weight for p in projections]))
+            self.qkv.bias.copy_(torch.cat([p.bias for p in projections]))
+        self.out_proj = attention.out_proj
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, cache=None) -> Tensor:
+        """query = key = value (batch, seq, d_model) -> (batch, seq, d_model); training only (no cache)."""
+        batch, seq, _ = query.shape
+        qkv = self.qkv(query).view(batch, seq, 3, -1, self.d_head)  # (batch, seq, 3, heads, d_head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (batch, heads, seq, d_head)
+        dropout_p = self.dropout if self.training else 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return self.out_proj(out.transpose(1, 2).reshape(batch, seq, self.d_model))
+
+
+def pack_qkv(model: Transformer) -> Transformer:
+    """Every encoder and decoder layer's self-attention packed (:class:`PackedSelfAttention`), in place."""
+    for layer in [*model.encoder.layers, *model.decoder.layers]:
+        layer.self_attn = PackedSelfAttention(layer.self_attn)
+    return model
+
+
+def step_without_sync(trainer: Trainer, indices: Sequence[int]) -> None:
+    """:meth:`Trainer.train_step` on one batch without a host synchronisation: the batch goes up from
+    pinned memory, the tokens are counted on the GPU and no loss is read back. The same update."""
+    batch = trainer.task.make_batch(indices, train=True)
+    if trainer.device.type == "cuda":
+        batch = Batch(*(t.pin_memory() for t in (batch.src, batch.tgt_in, batch.tgt_out)))
+    batch = batch.to(trainer.device)
+    trainer.model.train()
+    with attention_kernels(trainer.device), trainer.amp.autocast:
+        logits = trainer.run_model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
+        loss = F.cross_entropy(  # what the task's token_cross_entropy computes, without reading the count back
+            logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID,
+            label_smoothing=trainer.task.config.label_smoothing, reduction="sum",
+        )  # fmt: skip
+    trainer.amp.backward(loss)
+    trainer.update.apply(1.0 / (batch.tgt_out != PAD_ID).sum())  # per target token, as train_step divides
+    trainer.step += 1
+
+
+def model_config(name: str, vocab_size: int) -> TransformerConfig:
+    """A preset's model (``base``), or a packaged run config's (``multi30k_de_en_tiny``: the shipped translator)."""
+    if name in PRESETS:
+        return TransformerConfig.preset(name, vocab_size=vocab_size)
+    return load_config(name)["model"].replace(vocab_size=vocab_size)
+
+
 def peak_tflops(device: torch.device) -> float | None:
     if device.type != "cuda":
         return None
@@ -140,58 +235,73 @@ def run_variant(
     steps: int,
     warmup: int,
     device,
+    repeat_batches: int | None = None,
 ) -> dict:
-    """Train ``warmup`` + ``steps`` steps of one model and variant with the :class:`Trainer`'s own
-    step, on the first token batches of ``examples``; time the last ``steps``."""
-    task = TranslationTask(examples, max_tokens=max_tokens, pad_multiple=BUCKET if "buckets" in variant else 1)
-    batches = task.train_batches(0)[:steps]
+    """Train ``warmup`` + ``steps`` steps of one model and variant on the first token batches of
+    ``examples`` (cycling over the first ``repeat_batches`` of them, if given); time the last ``steps``."""
+    mods = modifiers(variant)
+    task = TranslationTask(examples, max_tokens=max_tokens, pad_multiple=BUCKET if "buckets" in mods else 1)
+    batches = task.train_batches(0)[: repeat_batches or steps]
+    timed = [batches[i % len(batches)] for i in range(steps)]
+    if {"compile", "graphs"} & mods:
+        torch._dynamo.reset()  # each model compiled afresh: recompiling for a new model counts against a limit
     torch.manual_seed(0)
     model = Transformer(config) if model_name == "ours" else TorchTransformer(config)
-    if "by-hand" in variant:
+    if "by-hand" in mods:
         keep_attention_weights(model)
-    precision = next((half for half in HALF if half in variant), "fp32")
-    recipe = TrainConfig(precision=precision, compile="compile" in variant, progress=False)
+    if "packed" in mods:
+        pack_qkv(model)
+    precision = next((half for half in HALF if variant.startswith(half)), "fp32")
+    recipe = TrainConfig(precision=precision, compile="compile" in mods, progress=False)
     trainer = Trainer(model, task, config=recipe, device=device)
+    if "graphs" in mods:
+        trainer.run_model = torch.compile(model, mode="reduce-overhead", dynamic=True)
     cuda = device.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
-    if cuda:
-        torch.cuda.reset_peak_memory_stats(device)
 
     def step(indices: Sequence[int]) -> None:
-        trainer.train_step([indices])
+        if "graphs" in mods:
+            torch.compiler.cudagraph_mark_step_begin()  # a new iteration: the last one's graph outputs are done with
+        if "nosync" in mods:
+            step_without_sync(trainer, indices)
+        else:
+            trainer.train_step([indices])
 
     for i in range(warmup):
         step(batches[i % len(batches)])
-    times = []
-    for batch in batches:
-        if cuda:
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        step(batch)
-        if cuda:
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    seconds = sum(times)
-    made = [task.make_batch(indices, train=True) for indices in batches]
+    if cuda:
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    for indices in timed:
+        step(indices)
+    if cuda:
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    made = [task.make_batch(indices, train=True) for indices in timed]
     flops = sum(training_flops(config, *b.src.shape, b.tgt_in.shape[1]) for b in made)
     return {
         "model": model_name,
         "variant": variant,
         "tokens_per_s": sum(b.n_tokens for b in made) / seconds,
-        "step_ms": 1000 * statistics.median(times),
+        "step_ms": 1000 * seconds / steps,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if cuda else None,
         "tflops": flops / seconds / 1e12,
+        "distinct_batches": len(batches),
     }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=["small", "base"])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument(
+        "--presets", nargs="+", default=["small", "base"], help="presets or packaged configs (multi30k_de_en_tiny)"
+    )
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), type=checked_variant, metavar="VARIANT")
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     parser.add_argument("--steps", type=int, default=30, help="timed steps per variant")
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first (compilation, allocator)")
     parser.add_argument("--max-tokens", type=int, nargs="+", default=[8192], help="token slots per batch")
+    parser.add_argument("--repeat-batches", type=int, metavar="N", help="cycle the timed steps over N batches")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: from its name)")
@@ -203,21 +313,44 @@ def main(argv: list[str] | None = None) -> None:
     examples, vocab_size = encoded_pairs(args.vocab_size)
     print(f"training steps on Multi30k de→en; torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}")
     print(f"MFU against a dense bf16 peak of {peak} TFLOP/s\n" if peak else "no known peak: MFU not reported\n")
+    width = max(6, *map(len, args.presets))  # the preset column, as wide as the longest name
     print(
-        f"{'preset':<6} {'tokens':>6} {'model':<15} {'variant':<13} {'tokens/s':>9} {'step ms':>8} "
+        f"{'preset':<{width}} {'tokens':>6} {'model':<15} {'variant':<26} {'tokens/s':>9} {'step ms':>8} "
         f"{'peak GB':>8} {'TFLOP/s':>8} {'MFU':>6}"
     )
     rows = []
     for max_tokens in args.max_tokens:
         for preset in args.presets:
-            config = TransformerConfig.preset(preset, vocab_size=vocab_size)
+            config = model_config(preset, vocab_size)
             for model_name in args.models:
                 for variant in args.variants:
-                    if device.type != "cuda" and (any(h in variant for h in HALF) or "compile" in variant):
+                    on_gpu_only = variant.startswith(HALF) or {"compile", "graphs"} & modifiers(variant)
+                    if (device.type != "cuda" and on_gpu_only) or (
+                        model_name != "ours" and OURS_ONLY & modifiers(variant)
+                    ):
                         continue
-                    if model_name != "ours" and "by-hand" in variant:
+                    try:
+                        r = run_variant(
+                            model_name,
+                            variant,
+                            config,
+                            examples,
+                            max_tokens,
+                            args.steps,
+                            args.warmup,
+                            device,
+                            args.repeat_batches,
+                        )
+                    except (
+                        RuntimeError,
+                        torch.OutOfMemoryError,
+                    ) as error:  # one variant failing stops none of the rest
+                        row = f"{preset:<{width}} {max_tokens:>6} {model_name:<15} {variant:<26}"
+                        print(f"{row} failed: {str(error)[:160]}")
                         continue
-                    r = run_variant(model_name, variant, config, examples, max_tokens, args.steps, args.warmup, device)
+                    finally:
+                        if device.type == "cuda":
+                            torch.cuda.empty_cache()
                     mfu = r["tflops"] / peak if peak else None
                     rows.append(
                         {
@@ -230,7 +363,7 @@ def main(argv: list[str] | None = None) -> None:
                     )
                     memory = f"{r['peak_mem_gb']:.2f}" if r["peak_mem_gb"] is not None else "-"
                     print(
-                        f"{preset:<6} {max_tokens:>6} {model_name:<15} {variant:<13} {r['tokens_per_s']:>9.0f} "
+                        f"{preset:<{width}} {max_tokens:>6} {model_name:<15} {variant:<26} {r['tokens_per_s']:>9.0f} "
                         f"{r['step_ms']:>8.1f} {memory:>8} {r['tflops']:>8.2f} "
                         f"{f'{100 * mfu:.1f}%' if mfu is not None else '-':>6}",
                         flush=True,
