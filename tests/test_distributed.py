@@ -83,3 +83,17 @@ def test_torchrun_trains_from_the_command_line(mirror, tmp_path):
     assert (run_dir / "scores.json").is_file() and (run_dir / "val.hyp.txt").is_file()
     state = load_checkpoint(run_dir / "checkpoint.pt")
     assert 0 < state["position"]["step"] <= 20 and len(state["rng"]) == 2
+
+
+def test_cuda_graphs_compile_the_training_steps_alone_and_only_on_a_gpu(monkeypatch):
+    """``cuda_graphs``: the steps in reduce-overhead mode (CUDA graphs), validation not graphed, a CPU untouched."""
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda m, **kw: compiled.append(kw) or ("compiled", kw.get("mode")))
+    model = torch.nn.Linear(2, 2)
+    assert distributed.wrapped(model, torch.device("cpu"), True, 1, cuda_graphs=True) == (model, model, model)
+    assert compiled == []
+    eval_model, parallel, run_model = distributed.wrapped(model, torch.device("cuda"), False, 1, cuda_graphs=True)
+    assert (eval_model, parallel, run_model) == (model, model, ("compiled", "reduce-overhead"))
+    eval_model, _, run_model = distributed.wrapped(model, torch.device("cuda"), True, 1, cuda_graphs=True)
+    assert (eval_model, run_model) == (("compiled", None), ("compiled", "reduce-overhead"))
+    assert all(kw["dynamic"] for kw in compiled)  # token batches change shape: one graph per shape, not a compile

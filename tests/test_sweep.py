@@ -121,6 +121,26 @@ def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_p
             assert changed <= {"precision", "seed", "max_minutes", "bf16", "compile"}, changed
 
 
+def test_round4_changes_only_graphs_padding_seed_and_length_of_the_shipped_recipe(tmp_path):
+    """Round 4's check and seeds train the packaged recipe with CUDA graphs and lengths padded to 8; nothing else."""
+    from transformer_lib.training.run_config import config_path
+
+    for name in ("check", "seeds"):
+        for run, path in sweep.plan(ROOT / f"experiments/multi30k/round4/{name}.yaml", tmp_path / name).items():
+            config = yaml.safe_load(path.read_text(encoding="utf-8"))
+            shipped = yaml.safe_load(config_path(f"multi30k_{run[:5]}_tiny").read_text(encoding="utf-8"))
+            assert config["task"] == {**shipped["task"], "pad_multiple": 8}, run
+            for section in ("data", "model", "decoding"):
+                assert config[section] == shipped[section], (run, section)
+            training, before = config["training"], shipped["training"]
+            changed = {k for k in set(training) | set(before) if training.get(k) != before.get(k)}
+            allowed = {"cuda_graphs", "precision", "progress", "seed"}
+            if name == "check":  # 300 updates, validated and kept once
+                allowed |= {"max_steps", "eval_every", "checkpoint_every", "keep_last"}
+            assert changed <= allowed, (run, changed)
+            assert training["precision"] == "fp32" and training.get("cuda_graphs", False) == (run != "de_en-eager")
+
+
 def test_a_runs_sections_override_common_which_overrides_its_config(tmp_path):
     file = write(
         tmp_path / "s.yaml",

@@ -16,8 +16,8 @@ GPU's dense bf16 peak.
 
 A variant is a precision and any of the modifiers after it, joined by ``+``: ``fp32`` (TF32 matmuls
 off), ``bf16`` (autocast), ``fp16`` (autocast with the loss scaling of ``training.precision: fp16``,
-what a GPU without bf16 runs); ``+compile`` (``torch.compile``), ``+graphs`` (``torch.compile``
-with ``mode="reduce-overhead"``: CUDA graphs replay a shape's kernels without launching each),
+what a GPU without bf16 runs); ``+compile`` (``torch.compile``), ``+graphs`` (the Trainer's ``cuda_graphs``:
+``torch.compile`` in ``reduce-overhead`` mode, whose CUDA graphs replay a shape's kernels without launching each),
 ``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
 ``scaled_dot_product_attention``; ours only), ``+packed`` (each self-attention's Q, K and V from
 one projection, one matrix product instead of three; ours only: ``nn.Transformer`` packs them
@@ -186,7 +186,7 @@ def step_without_sync(trainer: Trainer, indices: Sequence[int]) -> None:
     if trainer.device.type == "cuda":
         batch = Batch(*(t.pin_memory() for t in (batch.src, batch.tgt_in, batch.tgt_out)))
     batch = batch.to(trainer.device)
-    trainer.model.train()
+    trainer.begin_step()
     with attention_kernels(trainer.device), trainer.amp.autocast:
         logits = trainer.run_model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
         loss = F.cross_entropy(  # what the task's token_cross_entropy computes, without reading the count back
@@ -252,16 +252,12 @@ def run_variant(
     if "packed" in mods:
         pack_qkv(model)
     precision = next((half for half in HALF if variant.startswith(half)), "fp32")
-    recipe = TrainConfig(precision=precision, compile="compile" in mods, progress=False)
+    recipe = TrainConfig(precision=precision, compile="compile" in mods, cuda_graphs="graphs" in mods, progress=False)
     trainer = Trainer(model, task, config=recipe, device=device)
-    if "graphs" in mods:
-        trainer.run_model = torch.compile(model, mode="reduce-overhead", dynamic=True)
     cuda = device.type == "cuda"
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
 
     def step(indices: Sequence[int]) -> None:
-        if "graphs" in mods:
-            torch.compiler.cudagraph_mark_step_begin()  # a new iteration: the last one's graph outputs are done with
         if "nosync" in mods:
             step_without_sync(trainer, indices)
         else:

@@ -37,6 +37,9 @@ class TrainConfig:
     grad_accum: int = 1  # batches per optimizer step (per process, when there are several)
     precision: str = "fp32"  # auto | bf16 | fp16 | fp32: see resolve_precision
     compile: bool = False  # torch.compile the model; only on CUDA, a no-op on CPU
+    # Training steps as CUDA graphs (torch.compile's reduce-overhead mode): each batch shape's kernels
+    # recorded once, then replayed without launching each. Pays when shapes recur: set task.pad_multiple.
+    cuda_graphs: bool = False
     eval_every: int = 0  # steps between validations; 0: at the end of each epoch
     checkpoint_every: int = 0  # steps between checkpoints; 0: at the end of each epoch
     keep_last: int = 0  # also keep the weights of the last N checkpoints, for averaging (weights-step*.pt)

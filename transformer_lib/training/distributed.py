@@ -100,19 +100,28 @@ def barrier() -> None:
         dist.barrier()
 
 
-def wrapped(model: nn.Module, device: torch.device, compile: bool, world: int) -> tuple[nn.Module, ...]:
+def wrapped(
+    model: nn.Module, device: torch.device, compile: bool, world: int, cuda_graphs: bool = False
+) -> tuple[nn.Module, ...]:
     """The model for validation, for gradient averaging, and for training steps.
 
-    ``torch.compile`` only on a GPU. With several processes, ``DistributedDataParallel``
-    averages the gradients in ``backward()``; validation runs in each process alone, without it.
+    ``torch.compile`` only on a GPU. With ``cuda_graphs`` the training steps are compiled in
+    ``reduce-overhead`` mode (CUDA graphs); validation, whose shapes recur once an epoch, is not
+    graphed. With several processes, ``DistributedDataParallel`` averages the gradients in
+    ``backward()``; validation runs in each process alone, without it.
     """
     on_gpu = device.type == "cuda"
-    compile_ = (lambda m: torch.compile(m, dynamic=True)) if compile and on_gpu else (lambda m: m)
+
+    def compile_(m: nn.Module, graphs: bool = False) -> nn.Module:
+        if not on_gpu or not (compile or graphs):
+            return m
+        return torch.compile(m, dynamic=True, mode="reduce-overhead" if graphs else None)
+
     eval_model = compile_(model)
     if world == 1:
-        return eval_model, model, eval_model
+        return eval_model, model, compile_(model, graphs=True) if cuda_graphs else eval_model
     parallel = DistributedDataParallel(model, device_ids=[device] if on_gpu else None)
-    return eval_model, parallel, compile_(parallel)
+    return eval_model, parallel, compile_(parallel, graphs=cuda_graphs)
 
 
 def no_sync(model: nn.Module, skip: bool):
