@@ -30,6 +30,7 @@ PLAN = [
     "beam_search",
     "kv_cache",
     "flash_tiles",
+    "cuda_graph",
     "family",
     "book_map",
 ]

@@ -1020,6 +1020,59 @@ def flash_tiles() -> Figure:
     return f
 
 
+def cuda_graph() -> Figure:
+    f = Figure(
+        "cuda_graph",
+        900,
+        420,
+        "A training step's kernels: launched one by one, or replayed as a CUDA graph",
+        "Two timelines of the same step, time running to the right. Above, the CPU launches each small kernel in "
+        "turn and the GPU runs each one as soon as it is launched, so the GPU idles between kernels and the step ends "
+        "late. Below, the CPU replays a recorded graph with one launch and the GPU runs the same kernels back to back, "
+        "so the step ends much earlier.",
+    )
+    f.heading(30, 34, "Launching kernels one by one, or replaying a CUDA graph")
+    f.text(30, 54, "a small model's step: the GPU waits for the CPU's launches", size=13, anchor="start", fill=MUTED)
+    kernels, launch, gap, run = 8, 40, 6, 18
+    x0, lane = 150, 30
+    cpu, gpu = KINDS["attn"], KINDS["ffn"]
+
+    def lanes(y: float, title: str) -> None:
+        f.text(30, y - 14, title, size=14, anchor="start", weight="bold")
+        f.text(x0 - 12, y + lane * 0.65, "CPU", size=13, anchor="end")
+        f.text(x0 - 12, y + 44 + lane * 0.65, "GPU", size=13, anchor="end")
+        f.arrow((x0, y + 44 + lane + 10), (860, y + 44 + lane + 10), colour=FAINT, head=True, width=1.2)
+
+    top = 100
+    lanes(top, "one by one (eager)")
+    for k in range(kernels):
+        x = x0 + k * (launch + gap)
+        f.rect(x, top, launch, lane, *cpu, rx=3)
+        f.rect(x + launch, top + 44, run, lane, *gpu, rx=3)
+    eager_end = x0 + (kernels - 1) * (launch + gap) + launch + run
+    f.text(eager_end + 10, top + 44 + lane * 0.65, "idle between kernels", size=12, anchor="start", fill=MUTED)
+    f.arrow((eager_end, top - 6), (eager_end, top + 44 + lane + 4), colour=MUTED, dashed=True, head=False)
+    f.text(eager_end, top - 10, "step ends", size=12, fill=MUTED)
+
+    bottom = 260
+    lanes(bottom, "replayed as a CUDA graph")
+    f.rect(x0, bottom, 60, lane, *cpu, rx=3)
+    f.centred_text(x0 + 30, bottom + lane / 2, "replay", size=12)
+    for k in range(kernels):
+        f.rect(x0 + 60 + k * (run + 2), bottom + 44, run, lane, *gpu, rx=3)
+    graph_end = x0 + 60 + kernels * (run + 2) - 2
+    f.arrow((graph_end, bottom - 6), (graph_end, bottom + 44 + lane + 4), colour=MUTED, dashed=True, head=False)
+    f.text(graph_end, bottom - 10, "step ends", size=12, fill=MUTED)
+    f.text(graph_end + 10, bottom + 44 + lane * 0.65, "the same kernels, back to back", size=12, anchor="start",
+           fill=MUTED)  # fmt: skip
+
+    ly = 380
+    f.key(30, ly, 22, 16, *cpu, "CPU: launching a kernel (or the whole graph)")
+    f.key(420, ly, 22, 16, *gpu, "GPU: running a kernel")
+    f.text(760, ly + 13, "time →", size=12, fill=MUTED)
+    return f
+
+
 def family() -> Figure:
     f = Figure(
         "family",
@@ -1216,6 +1269,7 @@ DIAGRAMS = [
     beam_search,
     kv_cache,
     flash_tiles,
+    cuda_graph,
     family,
     book_map,
 ]
