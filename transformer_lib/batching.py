@@ -37,7 +37,11 @@ class Batch:
     tgt_out: Tensor
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(*(t.to(device, non_blocking=True) for t in (self.src, self.tgt_in, self.tgt_out)))
+        """The batch on ``device``. To a GPU it goes from pinned memory, so the copy need not wait for
+        the GPU's earlier work and the CPU goes on preparing the next step."""
+        pin = torch.device(device).type == "cuda"
+        parts = (self.src, self.tgt_in, self.tgt_out)
+        return Batch(*((t.pin_memory() if pin else t).to(device, non_blocking=True) for t in parts))
 
     @property
     def n_tokens(self) -> int:

@@ -16,22 +16,22 @@ GPU's dense bf16 peak.
 
 A variant is a precision and any of the modifiers after it, joined by ``+``: ``fp32`` (TF32 matmuls
 off), ``bf16`` (autocast), ``fp16`` (autocast with the loss scaling of ``training.precision: fp16``,
-what a GPU without bf16 runs); ``+compile`` (``torch.compile``), ``+graphs`` (the Trainer's ``cuda_graphs``:
-``torch.compile`` in ``reduce-overhead`` mode, whose CUDA graphs replay a shape's kernels without launching each),
-``+by-hand`` (our attention computed by hand, as in lesson 4, instead of PyTorch's fused
-``scaled_dot_product_attention``; ours only), ``+packed`` (each self-attention's Q, K and V from
-one projection, one matrix product instead of three; ours only: ``nn.Transformer`` packs them
-already), ``+nosync`` (the Trainer's step without its host synchronisations: the batch uploaded
-from pinned memory, the tokens counted on the GPU, no loss read back, so the CPU prepares the next
-step while the GPU computes this one), ``+buckets`` (lengths padded up to a multiple of 8: a few
-batch shapes instead of hundreds; tokens/s counts real target tokens only, so the extra padding
-costs the variant what it costs in training). Each modifier computes the same losses as the plain
-step (``tests/test_benchmarks.py`` checks them on a CPU). On a CPU the bf16, fp16, compile and graphs
-variants are skipped; use the CPU only to check that the script runs. ``--repeat-batches N``
-cycles the timed steps over the first N batches: the steady state of a variant whose first step
-of a shape costs more (CUDA graphs record each shape once). ``--json`` also writes the table, one
-row per measurement with the device, torch version and commit, for lesson 12 to show.
-"""
+what a GPU without bf16 runs); ``+compile`` (``torch.compile``), ``+graphs`` (the Trainer's
+``cuda_graphs``: ``torch.compile`` in ``reduce-overhead`` mode, whose CUDA graphs replay a shape's
+kernels without launching each), ``+by-hand`` (our attention computed by hand, as in lesson 4,
+instead of PyTorch's fused ``scaled_dot_product_attention``; ours only), ``+packed`` (each
+self-attention's Q, K and V from one projection, one matrix product instead of three; ours only:
+``nn.Transformer`` packs them already), ``+nosync`` (the Trainer's step without reading its loss
+back, so the CPU prepares the next step while the GPU computes this one; the Trainer itself uploads
+batches from pinned memory and counts tokens on the GPU, the two other waits this variant removed
+when speed round 4 measured it), ``+buckets`` (lengths padded up to a multiple of 8: a few batch
+shapes instead of hundreds; tokens/s counts real target tokens only, so the extra padding costs the
+variant what it costs in training). Each modifier computes the same losses as the plain step
+(``tests/test_benchmarks.py`` checks them on a CPU). On a CPU the bf16, fp16, compile and graphs
+variants are skipped; use the CPU only to check that the script runs. ``--repeat-batches N`` cycles
+the timed steps over the first N batches: the steady state of a variant whose first step of a shape
+costs more (CUDA graphs record each shape once). ``--json`` also writes the table, one row per
+measurement with the device, torch version and commit, for lesson 12 to show."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.attention import MultiHeadAttention, causal_mask, keep_attention_weights
-from transformer_lib.batching import Batch, encode_pairs
+from transformer_lib.batching import encode_pairs
 from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.data import load_pairs
 from transformer_lib.errors import InvalidValue
@@ -53,7 +53,7 @@ from transformer_lib.model import PRESETS, Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.training import TrainConfig, Trainer
+from transformer_lib.training import TrainConfig, Trainer, distributed
 from transformer_lib.training.precision import attention_kernels
 from transformer_lib.training.run_config import load_config
 from transformer_lib.training.tasks import TranslationTask
@@ -180,21 +180,15 @@ def pack_qkv(model: Transformer) -> Transformer:
 
 
 def step_without_sync(trainer: Trainer, indices: Sequence[int]) -> None:
-    """:meth:`Trainer.train_step` on one batch without a host synchronisation: the batch goes up from
-    pinned memory, the tokens are counted on the GPU and no loss is read back. The same update."""
-    batch = trainer.task.make_batch(indices, train=True)
-    if trainer.device.type == "cuda":
-        batch = Batch(*(t.pin_memory() for t in (batch.src, batch.tgt_in, batch.tgt_out)))
-    batch = batch.to(trainer.device)
-    trainer.begin_step()
+    """:meth:`Trainer.train_step` on one batch without its one host synchronisation, the read-back of the
+    step's loss, items and gradient norm: the CPU may launch the next step while the GPU computes this one.
+    The same update."""
+    batch = trainer.task.make_batch(indices, train=True).to(trainer.device)  # pinned, not waited for
+    distributed.begin_step(trainer.model, trainer.device, trainer.config.cuda_graphs)
     with attention_kernels(trainer.device), trainer.amp.autocast:
-        logits = trainer.run_model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
-        loss = F.cross_entropy(  # what the task's token_cross_entropy computes, without reading the count back
-            logits.float().flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD_ID,
-            label_smoothing=trainer.task.config.label_smoothing, reduction="sum",
-        )  # fmt: skip
+        loss, count = trainer.task.loss(trainer.run_model, batch, train=True)  # count: on the device
     trainer.amp.backward(loss)
-    trainer.update.apply(1.0 / (batch.tgt_out != PAD_ID).sum())  # per target token, as train_step divides
+    trainer.update.apply(1.0 / count)  # per target token, as train_step divides
     trainer.step += 1
 
 

@@ -119,5 +119,5 @@ class MaskedLMTask(LanguageModelTask):
         generator = torch.Generator().manual_seed(_batch_seed(self.seed if train else -1, indices))
         return LabelledBatch(*mask_tokens(tokens, self.mask_id, self.vocab_size, self.protected, self.rate, generator))
 
-    def loss(self, model: nn.Module, batch: LabelledBatch, train: bool) -> tuple[Tensor, int]:
+    def loss(self, model: nn.Module, batch: LabelledBatch, train: bool) -> tuple[Tensor, Tensor]:
         return token_cross_entropy(model(batch.inputs), batch.labels)

@@ -101,5 +101,5 @@ class LanguageModelTask:
         examples = self.train if train else self.val
         return pad_ids([examples[i] for i in indices])  # (batch, longest)
 
-    def loss(self, model: nn.Module, batch: Tensor, train: bool) -> tuple[Tensor, int]:
+    def loss(self, model: nn.Module, batch: Tensor, train: bool) -> tuple[Tensor, Tensor]:
         return token_cross_entropy(model(batch[:, :-1]), batch[:, 1:])  # position t predicts token t + 1

@@ -124,6 +124,15 @@ def wrapped(
     return eval_model, parallel, compile_(parallel, graphs=cuda_graphs)
 
 
+def begin_step(model: nn.Module, device: torch.device, cuda_graphs: bool) -> None:
+    """Training mode (the first step, and the first after a validation); with CUDA graphs, a new
+    iteration, after which the last step's graph outputs may be overwritten."""
+    if not model.training:
+        model.train()
+    if cuda_graphs and device.type == "cuda":
+        torch.compiler.cudagraph_mark_step_begin()
+
+
 def no_sync(model: nn.Module, skip: bool):
     """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""
     if skip and isinstance(model, DistributedDataParallel):

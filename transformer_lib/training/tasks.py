@@ -43,8 +43,9 @@ class Task(Protocol):
         """The examples ``indices`` of the training (``train=True``) or validation set, as one batch."""
         ...
 
-    def loss(self, model: nn.Module, batch, train: bool) -> tuple[Tensor, int]:
-        """The loss *summed* over the batch's items, and how many items it covers.
+    def loss(self, model: nn.Module, batch, train: bool) -> tuple[Tensor, int | Tensor]:
+        """The loss *summed* over the batch's items, and how many items it covers (a number, or a
+        0-dim tensor counted on the device, which the trainer need not wait for).
 
         The trainer divides by the items of the whole step (all accumulated batches, all
         processes), so every item weighs the same however the step was split. ``train=False``
@@ -93,9 +94,12 @@ Example = tuple[list[int], list[int]]
 """One training example: the source ids and the target ids (lists of token ids)."""
 
 
-def token_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, int]:
+def token_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
     """The loss of every task that predicts tokens: cross-entropy of (batch, seq, vocab) ``logits``
     against (batch, seq) ``target`` ids, summed over the tokens that are not padding, and their number.
+
+    The number stays a 0-dim tensor on the logits' device: reading it back to Python would make the
+    CPU wait for the GPU to finish the forward pass before it could launch the backward.
     """
     loss = F.cross_entropy(
         logits.float().flatten(0, 1),
@@ -104,7 +108,7 @@ def token_cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float =
         label_smoothing=label_smoothing,
         reduction="sum",
     )
-    return loss, int((target != PAD_ID).sum())
+    return loss, (target != PAD_ID).sum()
 
 
 def label_smoothed_cross_entropy(
@@ -189,7 +193,7 @@ class TranslationTask:
         examples = self.train if train else self.val
         return collate([examples[i] for i in indices], self.config.pad_multiple)
 
-    def loss(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, int]:
+    def loss(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, Tensor]:
         logits = model(batch.src, batch.tgt_in)  # (batch, tgt_len, vocab)
         return token_cross_entropy(logits, batch.tgt_out, self.config.label_smoothing if train else 0.0)
 

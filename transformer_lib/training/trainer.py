@@ -159,7 +159,7 @@ class Trainer:
         update is the same however the step is split. An ``idle`` process (an epoch's last step can
         have fewer batches than processes) runs one batch at weight 0, to take part in the averaging.
         """
-        self.begin_step()
+        distributed.begin_step(self.model, self.device, self.config.cuda_graphs)
         sums = torch.zeros(2, device=self.device)  # loss, items: summed on the device
         for i, indices in enumerate(batches):
             batch = self.task.make_batch(indices, train=True).to(self.device)
@@ -182,14 +182,6 @@ class Trainer:
             "grad_norm": grad_norm,
             "items": int(total),
         }
-
-    def begin_step(self) -> None:
-        """Training mode (the first step, and the first after a validation); with CUDA graphs, a new
-        iteration: the last step's graph outputs may be overwritten."""
-        if not self.model.training:
-            self.model.train()
-        if self.config.cuda_graphs and self.device.type == "cuda":
-            torch.compiler.cudagraph_mark_step_begin()
 
     @torch.no_grad()
     def validate(self, log: bool = True, progress: Progress | None = None) -> dict | None:
