@@ -45,6 +45,8 @@ def mirror() -> Path:
 # .ci/run installs); Playwright's own browser download is never needed. Without Chromium the
 # browser tests skip and say so.
 
+# A tracker's history: the word issue or attempt and a number. The git log holds it; code and lessons say why.
+TRACKER_NUMBERS = r"\bissues? #?\d+|\battempts? #?\d+"
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen: the width decides what fits the column
 SCROLLBAR = 17  # pixels a classic (not overlay) scrollbar takes from the page's width, as on Windows

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import transformer_lib
+from conftest import TRACKER_NUMBERS
 
 PACKAGE = Path(transformer_lib.__file__).parent
 # ``transformer_lib.__all__`` when the package was one folder: what users imported then must keep working.
@@ -211,7 +212,7 @@ def test_ci_code_never_imports_test_code():
 def test_comments_say_why_never_which_issue():
     """The git log holds the history: the code, its configs, the tests and CI's scripts name no issue."""
     root = PACKAGE.parent
-    tracker = re.compile(r"\bissues? #?\d+|\battempts? #?\d+", re.IGNORECASE)
+    tracker = re.compile(TRACKER_NUMBERS, re.IGNORECASE)
     files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"), *root.glob("tests/*.py"), *root.glob(".ci/*")]
     found = [
         f"{path.relative_to(root)}:{number}: {line.strip()}"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TRACKER_NUMBERS
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
@@ -23,10 +25,7 @@ MAX_LONG_SENTENCES = 15  # across the thirteen lessons
 LONG = 40  # words
 
 # Words that belong to the project's tracker and its history, not to a lesson.
-TRACKER = re.compile(
-    r"\bissues? #?\d+|\battempts? #?\d+|\bsittings?\b|NOTES\.md|\bclosing notes?\b",
-    re.IGNORECASE,
-)
+TRACKER = re.compile(rf"{TRACKER_NUMBERS}|\bsittings?\b|NOTES\.md|\bclosing notes?\b", re.IGNORECASE)
 
 
 def cells(path: Path) -> list[dict]:
