@@ -203,7 +203,6 @@ def test_packed_self_attention_computes_our_outputs_and_gradients():
 def test_the_step_without_host_syncs_makes_the_trainers_updates(mirror):
     """Three steps of ``+nosync`` leave the weights the Trainer's own three steps leave."""
     from transformer_lib import Transformer, TransformerConfig
-    from transformer_lib.benchmarks.training_speed import step_without_sync
     from transformer_lib.training import TrainConfig, Trainer
     from transformer_lib.training.tasks import TranslationTask
 
@@ -214,7 +213,7 @@ def test_the_step_without_host_syncs_makes_the_trainers_updates(mirror):
         torch.manual_seed(0)
         trainer = Trainer(Transformer(config), TranslationTask(examples, max_tokens=40), TrainConfig(progress=False))
         for indices in trainer.task.train_batches(0)[:3]:
-            step_without_sync(trainer, indices) if nosync else trainer.train_step([indices])
+            trainer.launch_step([indices]) if nosync else trainer.train_step([indices])
         weights.append(torch.cat([p.detach().flatten() for p in trainer.model.parameters()]))
     assert trainer.step == 3
     assert torch.allclose(weights[1], weights[0], atol=1e-6)

@@ -53,8 +53,7 @@ from transformer_lib.model import PRESETS, Transformer, TransformerConfig
 from transformer_lib.reference import torch_transformer
 from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tokenizer import Tokenizer
-from transformer_lib.training import TrainConfig, Trainer, distributed
-from transformer_lib.training.precision import attention_kernels
+from transformer_lib.training import TrainConfig, Trainer
 from transformer_lib.training.run_config import load_config
 from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.utils import environment
@@ -179,19 +178,6 @@ def pack_qkv(model: Transformer) -> Transformer:
     return model
 
 
-def step_without_sync(trainer: Trainer, indices: Sequence[int]) -> None:
-    """:meth:`Trainer.train_step` on one batch without its one host synchronisation, the read-back of the
-    step's loss, items and gradient norm: the CPU may launch the next step while the GPU computes this one.
-    The same update."""
-    batch = trainer.task.make_batch(indices, train=True).to(trainer.device)  # pinned, not waited for
-    distributed.begin_step(trainer.model, trainer.device, trainer.config.cuda_graphs)
-    with attention_kernels(trainer.device), trainer.amp.autocast:
-        loss, count = trainer.task.loss(trainer.run_model, batch, train=True)  # count: on the device
-    trainer.amp.backward(loss)
-    trainer.update.apply(1.0 / count)  # per target token, as train_step divides
-    trainer.step += 1
-
-
 def model_config(name: str, vocab_size: int) -> TransformerConfig:
     """A preset's model (``base``), or a packaged run config's (``multi30k_de_en_tiny``: the shipped translator)."""
     if name in PRESETS:
@@ -253,7 +239,7 @@ def run_variant(
 
     def step(indices: Sequence[int]) -> None:
         if "nosync" in mods:
-            step_without_sync(trainer, indices)
+            trainer.launch_step([indices])
         else:
             trainer.train_step([indices])
 

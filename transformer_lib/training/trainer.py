@@ -153,12 +153,21 @@ class Trainer:
         raise Interrupted(f"stopped at step {self.step}{where}")
 
     def train_step(self, batches: Sequence[Sequence[int]], idle: bool = False) -> dict:
-        """One optimizer step on this process's ``batches`` (lists of example indices).
+        """One optimizer step on this process's ``batches`` (lists of example indices), and its record.
 
         Summed losses' gradients are divided by the items of the whole step across processes: the
         update is the same however the step is split. An ``idle`` process (an epoch's last step can
         have fewer batches than processes) runs one batch at weight 0, to take part in the averaging.
         """
+        stats, lr = self.launch_step(batches, idle)
+        loss, items, grad_norm = stats.tolist()  # the step's one wait for the device
+        record = {"step": self.step, "epoch": self.epoch, "loss": loss / items, "lr": lr, "grad_norm": grad_norm}
+        return {**record, "items": int(items)}
+
+    def launch_step(self, batches: Sequence[Sequence[int]], idle: bool = False) -> tuple[torch.Tensor, float]:
+        """:meth:`train_step` without reading its numbers back: on a GPU the host returns as soon as the
+        step's kernels are queued. Returns the summed loss, the items and the gradient norm, still on
+        the device, and the learning rate."""
         distributed.begin_step(self.model, self.device, self.config.cuda_graphs)
         sums = torch.zeros(2, device=self.device)  # loss, items: summed on the device
         for i, indices in enumerate(batches):
@@ -173,15 +182,7 @@ class Trainer:
         sums = distributed.sum_tensor(sums)
         lr, grad_norm = self.update.apply(self.world / sums[1])  # DistributedDataParallel averaged: undo, per item
         self.step += 1
-        loss_sum, total, grad_norm = torch.cat([sums, grad_norm.float()[None]]).tolist()  # the step's one sync
-        return {
-            "step": self.step,
-            "epoch": self.epoch,
-            "loss": loss_sum / total,
-            "lr": lr,
-            "grad_norm": grad_norm,
-            "items": int(total),
-        }
+        return torch.cat([sums, grad_norm.float()[None]]), lr
 
     @torch.no_grad()
     def validate(self, log: bool = True, progress: Progress | None = None) -> dict | None:
