@@ -2,6 +2,7 @@
 in a browser (Playwright, driving the Chromium on PATH).
 """
 
+import base64
 import importlib.util
 import os
 import shutil
@@ -50,6 +51,30 @@ TRACKER_NUMBERS = r"\bissues? #?\d+|\battempts? #?\d+"
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen: the width decides what fits the column
 SCROLLBAR = 17  # pixels a classic (not overlay) scrollbar takes from the page's width, as on Windows
+
+# The built site: _build/html, or the folder in BOOK_SITE (a build elsewhere, e.g. --path-output)
+SITE = Path(os.environ.get("BOOK_SITE") or ROOT / "_build" / "html")
+NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
+PIXEL = base64.b64decode(  # a 1 x 1 PNG, for the pages that show the browser checks can fail
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+)
+
+
+def site_pages() -> list[str]:
+    """The built site's pages, as paths inside it (the redirect at index.html left out)."""
+    if not SITE.is_dir():
+        return []
+    pages = [p for p in SITE.rglob("*.html") if p.relative_to(SITE).parts[0] not in NOT_PAGES]
+    redirects = [p for p in pages if 'http-equiv="Refresh"' in p.read_text(encoding="utf-8")[:500]]  # index.html
+    return sorted(str(p.relative_to(SITE)) for p in pages if p not in redirects)
+
+
+def built_pages() -> list[str]:
+    """:func:`site_pages`, or the test skipped with how to build the site."""
+    pages = site_pages()
+    if not pages:
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    return pages
 
 
 @pytest.fixture(scope="session")

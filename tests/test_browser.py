@@ -6,21 +6,13 @@ Chromium (``.ci/run`` installs Debian's), which pytest-playwright drives (tests/
 without either the tests skip and say why.
 """
 
-import base64
-import json
-import os
 import re
-from pathlib import Path
 
 import pytest
 
-from conftest import SCROLLBAR, VIEWPORT
+from conftest import PIXEL, SCROLLBAR, SITE, VIEWPORT, built_pages
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
-
-# The built site: _build/html, or the folder in BOOK_SITE (a build elsewhere, e.g. --path-output)
-SITE = Path(os.environ.get("BOOK_SITE") or Path(__file__).parent.parent / "_build" / "html")
-NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
 
 
 def raw_latex(text: str) -> list[str]:
@@ -38,14 +30,6 @@ def problems(report, base: str) -> list[str]:
     found += [f"console error: {error}" for error in report.console_errors]
     found += [f"request leaves the machine: {url}" for url in report.external_requests(base)]
     return found
-
-
-def site_pages() -> list[str]:
-    if not SITE.is_dir():
-        return []
-    pages = [p for p in SITE.rglob("*.html") if p.relative_to(SITE).parts[0] not in NOT_PAGES]
-    redirects = [p for p in pages if 'http-equiv="Refresh"' in p.read_text(encoding="utf-8")[:500]]  # index.html
-    return sorted(str(p.relative_to(SITE)) for p in pages if p not in redirects)
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +58,6 @@ def test_every_page_of_the_site(site_visit):
 
 
 # The checks must be able to fail: a page with each defect, and one without.
-PIXEL = base64.b64decode(  # a 1 x 1 PNG
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
-)
 
 
 def test_the_checks_catch_raw_tex_broken_images_and_outside_requests(open_page, serve_folder, tmp_path):
@@ -136,13 +117,6 @@ def test_a_lessons_code_shows_its_formatted_width_without_wrapping(open_page, se
 
 # -- Every reader's screen: a phone, the dark theme, images and diagrams, axe-core -----------------
 PHONE = {"width": 390, "height": 844}  # an ordinary phone's screen, in CSS pixels
-
-
-def built_pages() -> list[str]:
-    pages = site_pages()
-    if not pages:
-        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
-    return pages
 
 
 def test_every_page_fits_a_phones_screen(site_visit):
@@ -248,87 +222,3 @@ def test_the_intro_shows_the_book_map_with_links_to_the_lessons(open_page, serve
     assert seen["label"] and seen["fallback"] == 10  # a list of the ten lessons where SVG cannot show
     if (FIGURES / "book_map.svg").is_file():
         assert seen["rendered"] and seen["links"] >= 10 and seen["height"] > 100, seen
-
-
-# axe-core (https://github.com/dequelabs/axe-core), the copy that PyPI's axe-playwright-python bundles.
-# Rules left out, each because the markup is not the book's to change:
-IGNORED_RULES = {
-    # pydata-sphinx-theme puts the book's title and logo above the sidebar outside any landmark.
-    "region",
-    # docutils' HTML writer marks the bibliography as role="list" holding role="doc-biblioentry"
-    # entries, a role ARIA 1.2 deprecates (sphinxcontrib-bibtex's page, book/bibliography.md).
-    "aria-allowed-role",
-    "aria-deprecated-role",
-    "aria-required-children",
-}
-# Table header cells that axe's empty-table-header rule (a best practice) misreads, marked before
-# it runs and left out: headers that are a formula alone, which MathJax draws as graphics with an
-# assistive MathML copy that axe does not read as text (quick_reference's sizes).
-MARK_SKIPPED_HEADERS = """document.querySelectorAll('thead th').forEach((th) => {
-  const words = th.cloneNode(true);
-  words.querySelectorAll('mjx-container').forEach((formula) => formula.remove());
-  const formula = th.querySelector('mjx-container') && !words.textContent.trim();
-  if (formula) th.dataset.axeSkip = '';
-});"""
-AXE_CONTEXT = {"exclude": [["[data-axe-skip]"]]}
-# Each kind of page: the intro and translator pages in both themes, the inside page, a lesson with
-# formulas, plots and tables, the API reference, the quick reference. (axe takes tens of seconds a
-# page here: every page would take minutes.)
-AXE_PAGES = {
-    "book/intro.html": ("light", "dark"),
-    "book/translator.html": ("light", "dark"),
-    "book/inside.html": ("light",),
-    "book/api.html": ("light",),
-    "book/quick_reference.html": ("light",),
-    "book/several_gpus.html": ("light",),
-    "notebooks/01_why_attention.html": ("light",),
-    "notebooks/04_attention.html": ("light", "dark"),
-}
-
-
-def axe_source() -> str:
-    axe = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python (axe-core)")
-    return (Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
-
-
-def axe_script(source: str, theme: str = "light") -> str:
-    options = {"resultTypes": ["violations"], "rules": {rule: {"enabled": False} for rule in IGNORED_RULES}}
-    # The theme is switched with transitions off, and axe waits two frames: it checks the colours a
-    # reader sees once the switch is over, not a frame in the middle of a fade.
-    return f"""(async () => {{
-      const still = document.createElement('style');
-      still.textContent = '*, *::before, *::after {{ transition: none !important; animation: none !important; }}';
-      document.head.append(still);
-      document.documentElement.dataset.theme = {json.dumps(theme)};
-      await new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)));
-      const script = document.createElement('script');
-      script.textContent = {json.dumps(source)};
-      document.head.append(script);
-      {MARK_SKIPPED_HEADERS}
-      const {{ violations }} = await axe.run({json.dumps(AXE_CONTEXT)}, {json.dumps(options)});
-      return violations.map((v) => `${{v.id}} (${{v.impact}}): ${{v.help}}: ` +
-        v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; '));
-    }})()"""
-
-
-def test_axe_core_finds_no_violation_on_each_kind_of_page(open_page, serve_folder):
-    source = axe_source()
-    found = []
-    pages = built_pages()
-    assert set(AXE_PAGES) <= set(pages), set(AXE_PAGES) - set(pages)
-    with serve_folder(SITE) as base:
-        for page, themes in AXE_PAGES.items():
-            for theme in themes:
-                violations = open_page(base + page, script=axe_script(source, theme)).value
-                found += [f"{page} ({theme}): {v}" for v in violations]
-    assert not found, "\n".join(found)
-
-
-def test_axe_core_can_fail(open_page, serve_folder, tmp_path):
-    (tmp_path / "pixel.png").write_bytes(PIXEL)
-    (tmp_path / "bad.html").write_text(
-        "<html lang='en'><body><main><img src='pixel.png'><button></button></main></body></html>", "utf-8"
-    )
-    with serve_folder(tmp_path) as base:
-        violations = open_page(base + "bad.html", script=axe_script(axe_source())).value
-    assert {v.split(" ")[0] for v in violations} >= {"image-alt", "button-name"}, violations

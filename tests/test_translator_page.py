@@ -8,7 +8,6 @@ sentence takes. Needs the built site and Chromium, like tests/test_browser.py.
 """
 
 import json
-import os
 import random
 import re
 import statistics
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import SITE
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import NEVER_GENERATED, beam_search
@@ -26,8 +26,6 @@ from transformer_lib.web.export import OnnxTranslator
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
-# The built site: _build/html, or the folder in BOOK_SITE (a build elsewhere, e.g. --path-output)
-SITE = Path(os.environ.get("BOOK_SITE") or Path(__file__).parent.parent / "_build" / "html")
 PAGE = "book/translator.html"
 MODELS = SITE / "_static" / "translator" / "models"
 SENTENCES = {
