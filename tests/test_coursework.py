@@ -302,19 +302,42 @@ def test_why_a_notebook_was_not_graded_says_what_to_do(line):
     assert grading.plain_failure(line) == OTTER_LINES[line]
 
 
-def test_a_notebook_that_cannot_be_graded_is_zero_out_of_the_assignments_points(tmp_path):
-    """Not 0/0: a gradebook must see the points missed. The total is read from the tests, never run."""
-    autograder = tmp_path / "autograder.zip"
+def small_autograder(folder: Path) -> Path:
+    """An autograder zip of two questions, 3 and 2.5 points, whose tests are never run."""
+    autograder = folder / "autograder.zip"
     with zipfile.ZipFile(autograder, "w") as archive:
         archive.writestr("otter_config.json", json.dumps({"assignment_name": "a9", "lang": "python"}))
         archive.writestr("tests/q1.py", "from otter.test_files import test_case\n\nname = 'q1'\npoints = 3\n")
         archive.writestr("tests/q2.py", "name = 'q2'\npoints = 2.5\nraise SystemExit('never run')\n")
+    return autograder
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked from the server", "a new Python (Windows)"])
+def test_a_notebook_that_cannot_be_graded_is_zero_out_of_the_assignments_points(tmp_path, monkeypatch, fork):
+    """Not 0/0: a gradebook must see the points missed. The total is read from the tests, never run.
+    Otter's words reach the instructor whichever way its process started."""
+    if not fork:
+        monkeypatch.setattr(grading, "_forkserver", lambda: None)
+    autograder = small_autograder(tmp_path)
     submission = tmp_path / "hurried.ipynb"
     submission.write_text("not json\n", encoding="utf-8")
     assert grading.possible_points(autograder) == 5.5
     (score,) = grading.grade_one(autograder, submission)
     assert (score.points, score.possible) == (0.0, 5.5)
     assert score.message == "not graded: " + OTTER_LINES[next(line for line in OTTER_LINES if "NotJSON" in line)]
+
+
+def test_a_submission_past_the_time_limit_is_zero_and_says_so(tmp_path):
+    """A kernel that never finishes (sleeping here, hung in C code elsewhere): the grading process is
+    stopped at the limit, and the submission scores zero with the reason."""
+    autograder = small_autograder(tmp_path)
+    submission = tmp_path / "slow.ipynb"
+    sleeping = nbformat.v4.new_code_cell("import time\ntime.sleep(120)")
+    notebook = nbformat.v4.new_notebook(cells=[sleeping], metadata={"otter": {"assignment_name": "a9"}})
+    nbformat.write(notebook, submission)
+    (score,) = grading.grade_one(autograder, submission, seconds=3)
+    assert (score.points, score.possible) == (0.0, 5.5)
+    assert score.message == "not graded: grading stopped after 3 s"
 
 
 def test_a_notebook_naming_a_kernel_of_the_students_own_is_graded_with_python3(tmp_path):

@@ -19,6 +19,7 @@ import ast
 import csv
 import dataclasses
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -383,16 +384,10 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
     """``otter run`` one submission in its own process; every question's points, or zero and why."""
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as scratch:
         notebook = as_python3(submission, Path(scratch))
-        try:
-            result = subprocess.run(
-                [*_otter(), "run", "--no-logo", "-a", str(autograder), "-o", out, str(notebook)],
-                capture_output=True,
-                text=True,
-                timeout=seconds,
-            )
-            failed = "" if result.returncode == 0 else (result.stderr.strip().splitlines() or ["no message"])[-1]
-        except subprocess.TimeoutExpired:
-            failed = f"grading stopped after {seconds} s"
+        if _forkserver() is None:  # Windows: a new Python for each submission
+            failed = _otter_subprocess(autograder, notebook, Path(out), seconds)
+        else:
+            failed = _otter_forked(autograder, notebook, Path(out), seconds)
         results = Path(out, "results.json")
         if failed or not results.exists():
             why = plain_failure(failed) if failed else "Otter wrote no results"
@@ -408,6 +403,67 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
         message = "passed" if points == possible else costly_failure(output, test_cases(autograder, test["name"]))
         scores.append(Score(submission.name, test["name"], points, possible, message))
     return scores + by_hand_scores(autograder, submission.name)
+
+
+def _forkserver() -> multiprocessing.context.BaseContext | None:
+    """Where processes can fork from a server that imported Otter once: a submission's process then
+    starts in milliseconds, not the seconds Otter and PyTorch take to import (a third of a small
+    assignment's grading). ``None`` where there is no fork (Windows)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["otter.run", "transformer_lib.coursework.grading"])  # read once, at its start
+    return context
+
+
+def _otter_forked(autograder: Path, notebook: Path, out: Path, seconds: int) -> str:
+    """``otter run`` in a process forked from the server; ``""``, or why it failed in one line."""
+    _otter()  # Otter missing: one line saying how to install it
+    log = out / "otter.log"
+    args = (str(autograder), str(notebook), str(out), str(log), dict(os.environ), os.getcwd())
+    process = _forkserver().Process(target=_run_otter, args=args)
+    process.start()
+    process.join(seconds)
+    if process.is_alive():
+        process.kill()
+        process.join()
+        return f"grading stopped after {seconds} s"
+    if process.exitcode == 0:
+        return ""
+    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines() if log.exists() else []
+    return (lines or ["no message"])[-1]
+
+
+def _run_otter(autograder: str, notebook: str, out: str, log: str, environ: dict, cwd: str) -> None:
+    """What ``otter run --no-logo`` does, in this process: the caller's environment and folder, Otter's
+    printout discarded, its errors (and the traceback of one that stops it) into ``log``."""
+    from otter import logging as otter_logging
+    from otter.run import main as otter_run
+
+    os.environ.clear()
+    os.environ.update(environ)  # the caller's now, not the server's when it started
+    os.chdir(cwd)
+    with open(os.devnull, "w", encoding="utf-8") as quiet, open(log, "w", encoding="utf-8") as errors:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(quiet.fileno(), 1)
+        os.dup2(errors.fileno(), 2)
+    otter_logging.set_level(otter_logging.WARNING)  # the command line's default
+    otter_run(notebook, autograder=autograder, output_dir=out, no_logo=True)
+
+
+def _otter_subprocess(autograder: Path, notebook: Path, out: Path, seconds: int) -> str:
+    """``otter run`` in a new Python; ``""``, or why it failed in one line."""
+    try:
+        result = subprocess.run(
+            [*_otter(), "run", "--no-logo", "-a", str(autograder), "-o", str(out), str(notebook)],
+            capture_output=True,
+            text=True,
+            timeout=seconds,
+        )
+    except subprocess.TimeoutExpired:
+        return f"grading stopped after {seconds} s"
+    return "" if result.returncode == 0 else (result.stderr.strip().splitlines() or ["no message"])[-1]
 
 
 def by_hand_scores(autograder: Path, submission: str) -> list[Score]:
