@@ -176,7 +176,7 @@ def test_the_guard_fails_every_question_with_its_finding():
     assert results.output.startswith("Wrong: code cell 1, line 2 changes math.pi")
 
 
-def test_translations_that_are_the_references_are_not_graded(tmp_path):
+def test_translations_that_are_the_references_are_not_graded(tmp_path, mirror):
     references = load_multi30k("test_2016_flickr", "en")
     handed_in = tmp_path / "translations.de-en.txt"
     handed_in.write_text("\n".join(references) + "\n", encoding="utf-8")

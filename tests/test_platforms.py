@@ -5,15 +5,18 @@
   is opened with an encoding (ruff's PLW1514, pyproject.toml).
 * Apple's GPU (MPS): ``precision: auto`` trains in fp32 there, and the tests run the lessons on the
   CPU their outputs were stored from (TRANSFORMER_LIB_DEVICE, set by conftest.py).
-* Processes: nothing in the package forks Python (``multiprocessing``, ``os.fork``): the sweep,
-  ``torchrun`` and the grader start fresh interpreters, so macOS's and Windows' ``spawn`` default
-  changes nothing.
+* Processes: nothing in the package leans on the platform's way of starting a process (``fork``
+  on Linux, ``spawn`` on macOS and Windows). The sweep and ``torchrun`` start fresh interpreters;
+  the grader forks each submission's process from a forkserver it names, where the platform has
+  one (Linux, macOS), and starts a fresh interpreter where it has none (Windows). Both ways are
+  tested (tests/test_coursework.py); no code calls ``os.fork``.
 * Signals: Windows has no SIGALRM; the exercises' and assignments' time limits are then skipped
   (the grader of record, Gradescope, runs Linux).
 """
 
 import ast
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -78,16 +81,19 @@ def test_the_tests_run_the_lessons_on_the_cpu():
     assert os.environ[DEVICE_ENV] == "cpu"  # conftest.py; the notebooks' kernels inherit it
 
 
-def test_nothing_in_the_package_forks_python():
+def test_nothing_in_the_package_leans_on_the_platforms_start_method():
+    """A module that uses ``multiprocessing`` names its context and says what happens without it."""
     for path in sorted((ROOT / "transformer_lib").rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        source = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
-            assert not any(n.split(".")[-1] == "multiprocessing" for n in names), path
+            if any(n.split(".")[-1] == "multiprocessing" for n in names):
+                assert 'get_context("forkserver")' in source and "get_all_start_methods()" in source, path
+                assert not re.search(r"multiprocessing\.(Process|Pool)\(", source), path  # the default context
             if isinstance(node, ast.Attribute) and node.attr in ("fork", "forkpty"):
                 raise AssertionError(f"{path}: os.{node.attr}")
 
