@@ -5,8 +5,9 @@ solution and an autograder zip (the one Gradescope takes), and ``otter run`` gra
 on this machine without Docker. This module adds what a course needs around them:
 
 * :func:`build`: every assignment of a folder in one call;
-* :func:`grade`: ``otter run`` over many submissions, each in its own process under a time limit,
-  into a CSV of points per question and student. A submission that cannot be graded (its kernel
+* :func:`grade`: ``otter run`` over many submissions, each in its own process under a time limit
+  (forked from a server that imported Otter once; a new Python on Windows), into a CSV of points
+  per question and student. A submission that cannot be graded (its kernel
   hangs in C code, say) gets zero with the reason, and the next one is graded;
 * :class:`CellTimeLimit`: an Otter plugin that stops any cell of a submission after a number of
   seconds (an endless loop), so the rest of the notebook still runs and is graded. Each test's
