@@ -385,10 +385,11 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
     """``otter run`` one submission in its own process; every question's points, or zero and why."""
     with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as scratch:
         notebook = as_python3(submission, Path(scratch))
-        if _forkserver() is None:  # Windows: a new Python for each submission
+        server = _forkserver()
+        if server is None:  # Windows: a new Python for each submission
             failed = _otter_subprocess(autograder, notebook, Path(out), seconds)
         else:
-            failed = _otter_forked(autograder, notebook, Path(out), seconds)
+            failed = _otter_forked(server, autograder, notebook, Path(out), seconds)
         results = Path(out, "results.json")
         if failed or not results.exists():
             why = plain_failure(failed) if failed else "Otter wrote no results"
@@ -417,12 +418,14 @@ def _forkserver() -> multiprocessing.context.BaseContext | None:
     return context
 
 
-def _otter_forked(autograder: Path, notebook: Path, out: Path, seconds: int) -> str:
-    """``otter run`` in a process forked from the server; ``""``, or why it failed in one line."""
+def _otter_forked(
+    server: multiprocessing.context.BaseContext, autograder: Path, notebook: Path, out: Path, seconds: int
+) -> str:
+    """``otter run`` in a process forked from the ``server``; ``""``, or why it failed in one line."""
     _otter()  # Otter missing: one line saying how to install it
     log = out / "otter.log"
     args = (str(autograder), str(notebook), str(out), str(log), dict(os.environ), os.getcwd())
-    process = _forkserver().Process(target=_run_otter, args=args)
+    process = server.Process(target=_run_otter, args=args)
     process.start()
     process.join(seconds)
     if process.is_alive():
@@ -431,8 +434,7 @@ def _otter_forked(autograder: Path, notebook: Path, out: Path, seconds: int) -> 
         return f"grading stopped after {seconds} s"
     if process.exitcode == 0:
         return ""
-    lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines() if log.exists() else []
-    return (lines or ["no message"])[-1]
+    return _last_line(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "")
 
 
 def _run_otter(autograder: str, notebook: str, out: str, log: str, environ: dict, cwd: str) -> None:
@@ -464,7 +466,12 @@ def _otter_subprocess(autograder: Path, notebook: Path, out: Path, seconds: int)
         )
     except subprocess.TimeoutExpired:
         return f"grading stopped after {seconds} s"
-    return "" if result.returncode == 0 else (result.stderr.strip().splitlines() or ["no message"])[-1]
+    return "" if result.returncode == 0 else _last_line(result.stderr)
+
+
+def _last_line(errors: str) -> str:
+    """What Otter said last on its error stream: the error that stopped it."""
+    return (errors.strip().splitlines() or ["no message"])[-1]
 
 
 def by_hand_scores(autograder: Path, submission: str) -> list[Score]:
