@@ -1,6 +1,6 @@
 """The README's command 1 on a fresh virtual environment of a given Python, timed, as a record.
 
-    python .ci/command1.py 3.10 [--out results/install/python3.10.json]
+    python .ci/command1.py 3.10 [--out results/commands/command1_python3.10.json]
 
 Clones this repository's committed state into a temporary folder, makes a virtual environment
 there with pyenv's Python of that version (``pythonX.Y`` on PATH where there is no pyenv) and runs

@@ -1,0 +1,126 @@
+"""The README's command 2 on a clean clone, timed, as a record: the total, and where the time went.
+
+    python .ci/command2.py [--out results/commands/command2.json]
+
+Run it from the environment command 1 made (it needs pytest, nbval, Chromium's driver and the
+book's toolchain). Clones this repository's committed state into a temporary folder, builds the
+site there (command 1's second half, not timed: the browser tests read it), then runs command 2,
+``pytest -n 2 --dist loadfile``, with ``--durations=0`` added so that pytest reports each test's
+time. The clone's own package is the one imported, by the tests and the lessons' kernels alike.
+Prints and (with ``--out``) writes: the wall-clock seconds, the tests passed and skipped, the
+seconds each file took (lessons and test files), the share of the machine's CPU time spent
+working while it ran (Linux), the Python, PyTorch, the commit and the machine. The README states
+the record; nothing asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from repository import ROOT, clone_to, head_commit
+
+sys.path.insert(0, str(ROOT))
+from transformer_lib.files import write_text
+
+COMMAND = ["pytest", "-n", "2", "--dist", "loadfile"]
+DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(\S+?)(?:::\S.*)?$")  # "12.34s call     path::test"
+SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*?) in ([\d.]+)s", re.MULTILINE)  # "== 1278 passed, 5 skipped in 791.85s =="
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat; None where there is none."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return None
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def per_file(output: str) -> dict[str, float]:
+    """Seconds per file (a lesson or a test file) from pytest's ``--durations=0`` lines, slowest first."""
+    seconds: dict[str, float] = defaultdict(float)
+    for line in output.splitlines():
+        match = DURATION.match(line.strip())
+        if match:
+            seconds[match.group(2)] += float(match.group(1))
+    return {name: round(s, 1) for name, s in sorted(seconds.items(), key=lambda item: -item[1])}
+
+
+def counts(output: str) -> dict[str, int]:
+    """pytest's closing line as numbers: {"passed": 1278, "skipped": 5, ...}."""
+    summary = SUMMARY.findall(output)
+    if not summary:
+        raise SystemExit(f"pytest printed no summary line:\n{output[-3000:]}")
+    return {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", summary[-1][0])}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="write the record (JSON) here too")
+    args = parser.parse_args()
+    commit = head_commit()
+    bin_dir = Path(sys.executable).parent
+    with tempfile.TemporaryDirectory() as scratch:
+        clone = Path(scratch) / "book"
+        clone_to(clone)
+        # The clone's package first on the path: an editable install would otherwise import this checkout's.
+        env = {**os.environ, "PYTHONPATH": str(clone), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        where = subprocess.run(
+            [sys.executable, "-c", "import transformer_lib; print(transformer_lib.__file__)"],
+            cwd=clone / "notebooks", capture_output=True, text=True, env=env, check=True,
+        )  # fmt: skip
+        if not Path(where.stdout.strip()).is_relative_to(clone):
+            raise SystemExit(f"the lessons would import transformer_lib from {where.stdout.strip()}, not the clone")
+        build = subprocess.run(
+            [str(bin_dir / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"],
+            cwd=clone, capture_output=True, text=True, env=env,
+        )  # fmt: skip
+        if build.returncode != 0:
+            raise SystemExit(f"the site did not build:\n{build.stdout[-3000:]}")
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        ticks, start = cpu_ticks(), time.monotonic()
+        done = subprocess.run([*COMMAND, "--durations=0"], cwd=clone, capture_output=True, text=True, env=env)
+        seconds = time.monotonic() - start
+        ticks_after = cpu_ticks()
+        if done.returncode != 0:
+            raise SystemExit(f"command 2 failed:\n{done.stdout[-5000:]}")
+        versions = subprocess.run(
+            [sys.executable, "-c", "import sys, torch; print(sys.version.split()[0], torch.__version__)"],
+            capture_output=True, text=True, env=env, check=True,
+        ).stdout.split()  # fmt: skip
+    record = {
+        "command": " ".join(COMMAND),
+        "seconds": round(seconds),
+        "tests": counts(done.stdout),
+        "cpu_busy_share": None
+        if ticks is None or ticks_after is None
+        else round((ticks_after[0] - ticks[0]) / (ticks_after[1] - ticks[1]), 3),
+        "python": versions[0],
+        "torch": versions[1],
+        "git_commit": commit,
+        "started_utc": started,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "seconds_per_file": per_file(done.stdout),
+    }
+    text = json.dumps(record, indent=2) + "\n"
+    print(text, end="")
+    if args.out:
+        write_text(args.out, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
