@@ -36,7 +36,7 @@ from transformer_lib.files import write_text
 
 COMMAND = ["pytest", "-n", "2", "--dist", "loadfile"]
 DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(\S+?)(?:::\S.*)?$")  # "12.34s call     path::test"
-SUMMARY = re.compile(r"^=*\s*(\d+ \w+.*?) in ([\d.]+)s", re.MULTILINE)  # "== 1278 passed, 5 skipped in 791.85s =="
+SUMMARY = re.compile(r"^\s*=*\s*(\d+ \w+.*?) in ([\d.]+)s", re.MULTILINE)  # "== 1278 passed, 5 skipped in 791.85s =="
 
 
 def cpu_ticks() -> tuple[int, int] | None:

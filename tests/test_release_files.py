@@ -152,3 +152,30 @@ def test_the_committed_pytorch_inventory_is_the_one_its_script_writes():
     linear = inventory["py:class"]["torch.nn.modules.linear.Linear"][2]  # the name autodoc writes
     assert linear == script.BASE + "generated/torch.nn.Linear.html#torch.nn.Linear"
     assert inventory["py:class"]["torch.Tensor"][2] == script.BASE + "tensors.html#torch.Tensor"
+
+
+def test_the_readmes_command_2_time_is_its_record():
+    """The README states command 2's time as .ci/command2.py recorded it on a clean clone."""
+    record = json.loads((ROOT / "results" / "commands" / "command2.json").read_text(encoding="utf-8"))
+    minutes, seconds = divmod(record["seconds"], 60)
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    stated = f"Command 2 took {minutes} min {seconds} s on a clean clone of commit {record['git_commit'][:7]}"
+    assert stated in readme, stated
+    assert record["tests"]["passed"] > 1000 and not record["tests"].get("failed")
+
+
+def test_command2_reads_each_files_seconds_and_the_counts_from_pytests_report():
+    command2 = ci_script("command2")
+    report = """
+    ============================= slowest durations =============================
+    98.62s call     notebooks/09_training.ipynb::Cell 15
+    1.50s setup    tests/test_cli.py::test_train[a b]
+    0.50s call     notebooks/09_training.ipynb::Cell 3
+    0.01s teardown tests/test_cli.py::test_train[a b]
+    ============ 1278 passed, 5 skipped, 6 warnings in 791.85s (0:13:11) ============
+    """
+    seconds = command2.per_file(report)
+    assert list(seconds.items()) == [("notebooks/09_training.ipynb", 99.1), ("tests/test_cli.py", 1.5)]
+    assert command2.counts(report) == {"passed": 1278, "skipped": 5, "warnings": 6}
+    with pytest.raises(SystemExit, match="no summary"):
+        command2.counts("collected 0 items")
