@@ -60,6 +60,19 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.monotonic() - start
 
 
+def machine() -> str:
+    """This machine in a record's words: architecture, cores, platform."""
+    return f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
+
+
+def print_record(record: dict, out: Path | None) -> None:
+    """``record`` as JSON on stdout, and written to ``out`` too when one is given."""
+    text = json.dumps(record, indent=2) + "\n"
+    print(text, end="")
+    if out:
+        write_text(out, text)
+
+
 def size_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink()) / 1e6
 
@@ -104,12 +117,9 @@ def main() -> int:
             "packages": len(json.loads(packages.stdout)),
             "git_commit": commit,
             "started_utc": started,
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+            "machine": machine(),
         }
-    text = json.dumps(record, indent=2) + "\n"
-    print(text, end="")
-    if args.out:
-        write_text(args.out, text)
+    print_record(record, args.out)
     return 0
 
 

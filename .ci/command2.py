@@ -16,9 +16,7 @@ the record; nothing asserts a time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -29,10 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from repository import ROOT, clone_to, head_commit
-
-sys.path.insert(0, str(ROOT))
-from transformer_lib.files import write_text
+from command1 import machine, print_record
+from repository import clone_to, head_commit
 
 COMMAND = ["pytest", "-n", "2", "--dist", "loadfile"]
 DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(\S+?)(?:::\S.*)?$")  # "12.34s call     path::test"
@@ -112,13 +108,10 @@ def main() -> int:
         "torch": versions[1],
         "git_commit": commit,
         "started_utc": started,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+        "machine": machine(),
         "seconds_per_file": per_file(done.stdout),
     }
-    text = json.dumps(record, indent=2) + "\n"
-    print(text, end="")
-    if args.out:
-        write_text(args.out, text)
+    print_record(record, args.out)
     return 0
 
 
