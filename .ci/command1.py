@@ -60,6 +60,19 @@ def timed(command: list[str], cwd: Path, env: dict[str, str]) -> float:
     return time.monotonic() - start
 
 
+def versions(python: str, clone: Path, cwd: Path, env: dict[str, str]) -> tuple[str, str]:
+    """The Python and PyTorch versions that ``python`` runs in ``cwd``; one line, and a stop, unless the
+    transformer_lib it imports there is the clone's."""
+    code = "import sys, torch, transformer_lib as t; print(sys.version.split()[0], torch.__version__, t.__file__)"
+    done = subprocess.run([python, "-c", code], cwd=cwd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"{python} cannot import the book's packages:\n{done.stderr[-2000:]}")
+    python_version, torch_version, package = done.stdout.split()
+    if not Path(package).is_relative_to(clone):
+        raise SystemExit(f"the environment imports transformer_lib from {package}, not from the clone {clone}")
+    return python_version, torch_version
+
+
 def machine() -> str:
     """This machine in a record's words: architecture, cores, platform."""
     return f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
@@ -94,15 +107,9 @@ def main() -> int:
         subprocess.run([str(venv / "python"), "-m", "pip", "install", "-q", "--upgrade", "pip"], env=env, check=True)
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         install = timed([str(venv / "python"), "-m", "pip", "install", "-q", "-r", "requirements.txt"], clone, env)
-        code = "import sys, torch, transformer_lib as t; print(sys.version.split()[0], torch.__version__, t.__file__)"
-        versions = subprocess.run(
-            [str(venv / "python"), "-c", code], cwd=scratch, capture_output=True, text=True, env=env
-        )
-        python_version, torch_version, package = versions.stdout.split()
+        python_version, torch_version = versions(str(venv / "python"), clone, Path(scratch), env)
         if not python_version.startswith(f"{args.version}."):
             raise SystemExit(f"the environment runs Python {python_version}, not {args.version}")
-        if not Path(package).is_relative_to(clone):
-            raise SystemExit(f"the environment imports transformer_lib from {package}, not from the clone {clone}")
         build = timed([str(venv / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)
         packages = subprocess.run(
             [str(venv / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, env=env

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from command1 import machine, print_record
+from command1 import machine, print_record, timed, versions
 from repository import clone_to, head_commit
 
 COMMAND = ["pytest", "-n", "2", "--dist", "loadfile"]
@@ -74,18 +74,8 @@ def main() -> int:
         clone_to(clone)
         # The clone's package first on the path: an editable install would otherwise import this checkout's.
         env = {**os.environ, "PYTHONPATH": str(clone), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-        where = subprocess.run(
-            [sys.executable, "-c", "import transformer_lib; print(transformer_lib.__file__)"],
-            cwd=clone / "notebooks", capture_output=True, text=True, env=env, check=True,
-        )  # fmt: skip
-        if not Path(where.stdout.strip()).is_relative_to(clone):
-            raise SystemExit(f"the lessons would import transformer_lib from {where.stdout.strip()}, not the clone")
-        build = subprocess.run(
-            [str(bin_dir / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"],
-            cwd=clone, capture_output=True, text=True, env=env,
-        )  # fmt: skip
-        if build.returncode != 0:
-            raise SystemExit(f"the site did not build:\n{build.stdout[-3000:]}")
+        python_version, torch_version = versions(sys.executable, clone, clone / "notebooks", env)  # as a lesson
+        timed([str(bin_dir / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)  # not timed
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         ticks, start = cpu_ticks(), time.monotonic()
         done = subprocess.run([*COMMAND, "--durations=0"], cwd=clone, capture_output=True, text=True, env=env)
@@ -93,10 +83,6 @@ def main() -> int:
         ticks_after = cpu_ticks()
         if done.returncode != 0:
             raise SystemExit(f"command 2 failed:\n{done.stdout[-5000:]}")
-        versions = subprocess.run(
-            [sys.executable, "-c", "import sys, torch; print(sys.version.split()[0], torch.__version__)"],
-            capture_output=True, text=True, env=env, check=True,
-        ).stdout.split()  # fmt: skip
     record = {
         "command": " ".join(COMMAND),
         "seconds": round(seconds),
@@ -104,8 +90,8 @@ def main() -> int:
         "cpu_busy_share": None
         if ticks is None or ticks_after is None
         else round((ticks_after[0] - ticks[0]) / (ticks_after[1] - ticks[1]), 3),
-        "python": versions[0],
-        "torch": versions[1],
+        "python": python_version,
+        "torch": torch_version,
         "git_commit": commit,
         "started_utc": started,
         "machine": machine(),
