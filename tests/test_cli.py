@@ -1,9 +1,12 @@
 """The command line end to end with the smoke config (Multi30k mirror): train, evaluate, translate."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
@@ -19,10 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
 
-def run(*args, stdin=None):
-    return subprocess.run(
-        [sys.executable, "-m", "transformer_lib", *args], capture_output=True, text=True, input=stdin, timeout=300
-    )
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """The command line's ``main`` in this process, with its standard streams captured: what a
+    terminal would show, without a new Python's seconds of imports for each call. One test below
+    starts ``python -m transformer_lib`` itself."""
+    out, err = io.StringIO(), io.StringIO()
+    typed = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
+    with mock.patch("sys.stdin", typed), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
