@@ -3,19 +3,35 @@ in a browser (Playwright, driving the Chromium on PATH).
 """
 
 import base64
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from transformer_lib.cli import main
 from transformer_lib.data import LOCAL_DIR_ENV
 from transformer_lib.web.serve import serve
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """The command line's ``main`` in this process, with its standard streams captured: what a
+    terminal would show, without a new Python's seconds of imports for each call. A test that is about the
+    process (raw bytes on its input) starts ``python -m transformer_lib`` instead."""
+    out, err = io.StringIO(), io.StringIO()
+    typed = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
+    with mock.patch("sys.stdin", typed), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def load_file(path: Path, name: str):

@@ -1,16 +1,14 @@
 """The command line end to end with the smoke config (Multi30k mirror): train, evaluate, translate."""
 
-import contextlib
-import io
 import json
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import pytest
 import yaml
 
+from conftest import run_cli
 from transformer_lib import TransformerConfig, checkpoint
 from transformer_lib.checkpoint import RunRecord, model_file
 from transformer_lib.cli import main
@@ -22,21 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
 
-def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    """The command line's ``main`` in this process, with its standard streams captured: what a
-    terminal would show, without a new Python's seconds of imports for each call. One test below
-    starts ``python -m transformer_lib`` itself."""
-    out, err = io.StringIO(), io.StringIO()
-    typed = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
-    with mock.patch("sys.stdin", typed), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
-
-
 @pytest.fixture(scope="module")
 def smoke_run(mirror, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("runs") / "smoke"
-    result = run("train", "--config", "smoke", "--run-dir", str(run_dir), "--device", "cpu")
+    result = run_cli("train", "--config", "smoke", "--run-dir", str(run_dir), "--device", "cpu")
     assert result.returncode == 0, result.stderr
     return run_dir
 
@@ -70,7 +57,7 @@ def test_the_run_folders_config_repeats_the_run(smoke_run):
 
 def test_evaluate_and_translate(smoke_run):
     checkpoint = str(smoke_run / "checkpoint.pt")
-    result = run(
+    result = run_cli(
         "evaluate", "--checkpoint", checkpoint, "--split", "test_2016_flickr", "--limit", "30", "--device", "cpu"
     )
     assert result.returncode == 0, result.stderr
@@ -81,7 +68,7 @@ def test_evaluate_and_translate(smoke_run):
         == json.loads((smoke_run / "scores.json").read_text(encoding="utf-8"))["splits"]["val"]["decoding"]
     )
     assert json.loads(result.stdout)["decoding"]["beam_size"] == 2
-    result = run(
+    result = run_cli(
         "translate",
         "--checkpoint",
         checkpoint,
@@ -98,13 +85,13 @@ def test_evaluate_and_translate(smoke_run):
 def test_every_command_that_reads_a_model_takes_its_run_folder(smoke_run, tmp_path):
     """A folder means the model its scores measured (the averaged one, where the run averaged)."""
     sentences = "Ein Hund läuft.\nZwei Männer.\n"
-    by_file = run("translate", "--checkpoint", str(model_file(smoke_run)), "--device", "cpu", stdin=sentences)
-    by_folder = run("translate", "--checkpoint", str(smoke_run), "--device", "cpu", stdin=sentences)
+    by_file = run_cli("translate", "--checkpoint", str(model_file(smoke_run)), "--device", "cpu", stdin=sentences)
+    by_folder = run_cli("translate", "--checkpoint", str(smoke_run), "--device", "cpu", stdin=sentences)
     assert by_folder.returncode == 0, by_folder.stderr
     assert by_folder.stdout == by_file.stdout and len(by_folder.stdout.splitlines()) == 2
     expected = checkpoint.AVERAGED if (smoke_run / checkpoint.AVERAGED).exists() else checkpoint.CHECKPOINT
     assert model_file(smoke_run) == smoke_run / expected
-    empty = run("evaluate", "--checkpoint", str(tmp_path), "--limit", "1", "--device", "cpu")
+    empty = run_cli("evaluate", "--checkpoint", str(tmp_path), "--limit", "1", "--device", "cpu")
     assert empty.returncode == 2 and empty.stderr.strip().startswith(f"error: no checkpoint in the folder {tmp_path}")
 
 
@@ -121,7 +108,7 @@ def test_a_run_record_is_read_and_written_in_one_place():
 def test_translate_keeps_blank_lines_and_skips_only_what_it_cannot_read(smoke_run):
     checkpoint = str(smoke_run / "checkpoint.pt")
     too_long = " ".join(["Hund"] * 1100)  # more tokens than the model's 1024 positions
-    result = run("translate", "--checkpoint", checkpoint, "--beam", "1", "--device", "cpu",
+    result = run_cli("translate", "--checkpoint", checkpoint, "--beam", "1", "--device", "cpu",
                  stdin=f"Ein Hund läuft.\n\n   \n{too_long}\nZwei Männer.\n")  # fmt: skip
     assert result.returncode == 0, result.stderr
     lines = result.stdout.split("\n")[:-1]
@@ -135,7 +122,7 @@ def test_translate_keeps_blank_lines_and_skips_only_what_it_cannot_read(smoke_ru
     assert bad_bytes.stderr.decode().strip().splitlines() == [
         "error: line 2 of the input is not UTF-8 text; convert it first (e.g. iconv -t UTF-8)"
     ]
-    limit = run("evaluate", "--checkpoint", checkpoint, "--limit", "0", "--device", "cpu")
+    limit = run_cli("evaluate", "--checkpoint", checkpoint, "--limit", "0", "--device", "cpu")
     assert limit.returncode == 2 and limit.stderr.strip() == "error: --limit must be at least 1, got 0"
 
 
@@ -182,7 +169,7 @@ def smoke_variant(tmp_path, **training):
 
 def test_a_run_with_snapshots_records_its_bleu_per_minute_curve(mirror, tmp_path):
     config = smoke_variant(tmp_path, training={"snapshot_minutes": [0.001]})  # after the first step or so
-    result = run("train", "--config", config, "--run-dir", str(tmp_path / "run"), "--device", "cpu")
+    result = run_cli("train", "--config", config, "--run-dir", str(tmp_path / "run"), "--device", "cpu")
     assert result.returncode == 0, result.stderr
     curve = json.loads((tmp_path / "run" / "curve.json").read_text(encoding="utf-8"))
     scores = json.loads((tmp_path / "run" / "scores.json").read_text(encoding="utf-8"))
@@ -192,7 +179,7 @@ def test_a_run_with_snapshots_records_its_bleu_per_minute_curve(mirror, tmp_path
     assert set(first["splits"]) == {"val"} and first["splits"]["val"]["sentences"] == 50
     assert curve["environment"]["cpu"] and curve["environment"]["torch"]
     snapshot = tmp_path / "run" / "snapshot-0.001min.pt"
-    translated = run("translate", "--checkpoint", str(snapshot), "--device", "cpu", stdin="Ein Hund.\n")
+    translated = run_cli("translate", "--checkpoint", str(snapshot), "--device", "cpu", stdin="Ein Hund.\n")
     assert translated.returncode == 0, translated.stderr  # a snapshot is a model a reader can use
 
 
@@ -204,7 +191,7 @@ def test_snapshots_and_the_final_score_average_alike(tmp_path):
 
 def test_a_run_folder_is_never_trained_into_twice(smoke_run):
     metrics = (smoke_run / "metrics.csv").read_text(encoding="utf-8")
-    result = run("train", "--config", "smoke", "--run-dir", str(smoke_run), "--device", "cpu")
+    result = run_cli("train", "--config", "smoke", "--run-dir", str(smoke_run), "--device", "cpu")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: {smoke_run} already holds a run: continue it with --resume, or choose another --run-dir"
@@ -215,7 +202,7 @@ def test_a_run_folder_is_never_trained_into_twice(smoke_run):
 def test_resume_refuses_a_config_that_changes_the_run(smoke_run, tmp_path):
     before = {name: (smoke_run / name).read_bytes() for name in ("tokenizer.model", "config.yaml", "checkpoint.pt")}
     changed = smoke_variant(tmp_path, data={"train_limit": 1000})
-    result = run("train", "--config", changed, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
+    result = run_cli("train", "--config", changed, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     assert "--resume: the config changes data.train_limit (2000 -> 1000)" in line
@@ -226,7 +213,7 @@ def test_resume_refuses_a_finished_run_that_it_would_not_train_further(smoke_run
     before = {name: (smoke_run / name).read_bytes() for name in ("scores.json", "environment.json", "config.yaml")}
     shorter = smoke_variant(tmp_path, training={"max_steps": 10})  # a lower limit trains no further either
     for config in (str(smoke_run / "config.yaml"), "smoke", shorter):
-        result = run("train", "--config", config, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
+        result = run_cli("train", "--config", config, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
         assert result.returncode == 2
         (line,) = result.stderr.strip().splitlines()
         assert f"--resume: the run in {smoke_run} has finished (its scores.json is written)" in line
@@ -236,7 +223,7 @@ def test_resume_refuses_a_finished_run_that_it_would_not_train_further(smoke_run
 def test_resume_continues_with_the_runs_own_tokenizer(smoke_run, tmp_path):
     tokenizer = (smoke_run / "tokenizer.model").read_bytes()
     longer = smoke_variant(tmp_path, training={"max_steps": 24})  # may change: how long to train
-    result = run("train", "--config", longer, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
+    result = run_cli("train", "--config", longer, "--run-dir", str(smoke_run), "--resume", "--device", "cpu")
     assert result.returncode == 0, result.stderr
     assert "resumed at step 20" in result.stderr
     assert (smoke_run / "tokenizer.model").read_bytes() == tokenizer

@@ -1,8 +1,6 @@
 """The tools of a training campaign: the sweep driver, its archive, the time budget, half-precision export, scoring."""
 
 import json
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -10,6 +8,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import run_cli
 from transformer_lib import checkpoint, records
 from transformer_lib.cli import sweep
 from transformer_lib.errors import InvalidValue, MissingFile
@@ -163,8 +162,8 @@ def test_a_sweep_trains_side_by_side_and_packs_its_records_without_checkpoints(m
         },
     )
     out, archive = tmp_path / "sweep", tmp_path / "records.tar.gz"
-    command = [sys.executable, "-m", "transformer_lib", "sweep", file, "--out", str(out), "--jobs", "2"]
-    result = subprocess.run([*command, "--device", "cpu", "--archive", str(archive)], capture_output=True, text=True)
+    command = ["sweep", file, "--out", str(out), "--jobs", "2"]
+    result = run_cli(*command, "--device", "cpu", "--archive", str(archive))
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
     assert list(summary) == ["a", "b"] and all(run["returncode"] == 0 for run in summary.values())
@@ -176,9 +175,9 @@ def test_a_sweep_trains_side_by_side_and_packs_its_records_without_checkpoints(m
         names = set(tar.getnames())
     assert {"sweep/a/scores.json", "sweep/b/val.hyp.txt", "sweep/b/model_fp16.pt", "sweep/logs/a.txt"} <= names
     assert not [n for n in names if n.endswith(".pt") and not n.endswith("model_fp16.pt")]
-    rerun = subprocess.run([*command, "--device", "cpu"], capture_output=True, text=True)
+    rerun = run_cli(*command, "--device", "cpu")
     assert rerun.returncode == 2 and "already holds a run" in rerun.stderr
-    no_threads = subprocess.run([*command, "--threads", "0"], capture_output=True, text=True)
+    no_threads = run_cli(*command, "--threads", "0")
     assert no_threads.returncode == 2 and no_threads.stderr.strip() == "error: --threads must be at least 1, got 0"
 
 
@@ -192,12 +191,12 @@ def test_runs_trains_some_of_a_files_runs_and_the_rest_join_its_record(mirror, t
         },
     )
     out = tmp_path / "sweep"
-    command = [sys.executable, "-m", "transformer_lib", "sweep", file, "--out", str(out), "--device", "cpu"]
-    typo = subprocess.run([*command, "--runs", "c", "d"], capture_output=True, text=True)
+    command = ["sweep", file, "--out", str(out), "--device", "cpu"]
+    typo = run_cli(*command, "--runs", "c", "d")
     assert typo.returncode == 2 and typo.stderr.strip() == f"error: --runs: no run 'd' in {file}; its runs: a, b, c"
     assert not out.exists()  # nothing written before the check
     for runs in (["c"], ["a"]):
-        result = subprocess.run([*command, "--runs", *runs], capture_output=True, text=True)
+        result = run_cli(*command, "--runs", *runs)
         assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["a", "c", "configs", "logs", "sweep.json"]
     summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
