@@ -9,8 +9,9 @@ site there (command 1's second half, not timed: the browser tests read it), then
 time. The clone's own package is the one imported, by the tests and the lessons' kernels alike.
 Prints and (with ``--out``) writes: the wall-clock seconds, the tests passed and skipped, the
 seconds each file took (lessons and test files), the share of the machine's CPU time spent
-working while it ran (Linux), the Python, PyTorch, the commit and the machine. The README states
-the record; nothing asserts a time.
+working while it ran (Linux), whether torch.compile's disk cache already held kernels (lesson 12
+compiles; an empty cache adds the C++ builds, tens of seconds), the Python, PyTorch, the commit and
+the machine. The README states the record; nothing asserts a time.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def cpu_ticks() -> tuple[int, int] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def compile_cache_warm() -> bool:
+    """Whether torch.compile's disk cache (shared by every run on the machine) holds anything yet."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    folder = Path(cache_dir())
+    return folder.is_dir() and any(folder.iterdir())
+
+
 def per_file(output: str) -> dict[str, float]:
     """Seconds per file (a lesson or a test file) from pytest's ``--durations=0`` lines, slowest first."""
     seconds: dict[str, float] = defaultdict(float)
@@ -77,6 +86,7 @@ def main() -> int:
         python_version, torch_version = versions(sys.executable, clone, clone / "notebooks", env)  # as a lesson
         timed([str(bin_dir / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)  # not timed
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        warm = compile_cache_warm()
         ticks, start = cpu_ticks(), time.monotonic()
         done = subprocess.run([*COMMAND, "--durations=0"], cwd=clone, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - start
@@ -90,6 +100,7 @@ def main() -> int:
         "cpu_busy_share": None
         if ticks is None or ticks_after is None
         else round((ticks_after[0] - ticks[0]) / (ticks_after[1] - ticks[1]), 3),
+        "compile_cache_warm": warm,
         "python": python_version,
         "torch": torch_version,
         "git_commit": commit,
