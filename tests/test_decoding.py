@@ -33,6 +33,51 @@ def test_cache_gives_the_same_logits_step_by_step(model, src):
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
 
 
+def test_a_static_cache_gives_the_same_logits_step_by_step(model, src):
+    """Fixed buffers longer than the output, written in place: the unwritten positions stay hidden."""
+    memory, src_mask = model.encode(src)
+    tgt = torch.randint(4, 40, (5, 6), generator=torch.Generator().manual_seed(2))
+    full = model.decode(tgt, memory, src_mask)
+    cache = model.new_cache(capacity=9)
+    steps = torch.cat([model.decode(tgt[:, i : i + 1], memory, src_mask, cache) for i in range(6)], dim=1)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
+    attn = model.decoder.layers[0].self_attn
+    assert cache.length.item() == 6 and cache.layers[0].self_attn.k.shape == (5, attn.n_kv_heads, 9, attn.d_head)
+    rows = torch.tensor([4, 4, 0, 1, 2])
+    kept = cache.layers[0].cross_attn.k
+    cache.reorder(rows)  # in place: the buffers keep their addresses
+    assert cache.layers[0].cross_attn.k is kept
+    torch.testing.assert_close(cache.layers[0].self_attn.k[0], cache.layers[0].self_attn.k[1])
+
+
+@torch.no_grad()
+def test_a_static_cache_step_never_reads_the_device_from_the_host(model, src):
+    """Recording a CUDA graph fails on any host read (``.item()``, ``if tensor``, a tensor as a
+    slice bound); TorchDynamo with ``fullgraph=True`` refuses the same reads, on a CPU."""
+    from torch._dynamo.exc import Unsupported
+
+    memory, src_mask = model.encode(src)
+    cache = model.new_cache(capacity=9)
+    token = torch.full((5, 1), BOS_ID)
+    first = model.decode(token, memory, src_mask, cache, last=True)  # computes cross-attention's keys
+    step = torch.compile(lambda t: model.decode(t, memory, src_mask, cache, last=True), fullgraph=True, backend="eager")
+    second = step(first.argmax(-1))
+    assert cache.length.item() == 2 and second.shape == (5, 1, 40)
+
+    def reads_back(t):
+        return step(t) if cache.length > 0 else None  # a host read of the position
+
+    with pytest.raises(Unsupported):  # the check can fail
+        torch.compile(reads_back, fullgraph=True, backend="eager")(first.argmax(-1))
+
+
+def test_a_static_cache_must_fit_the_model(model):
+    with pytest.raises(InvalidValue, match="exceeds max_len"):
+        model.new_cache(capacity=model.config.max_len + 1)
+    with pytest.raises(InvalidValue, match="capacity of at least 1"):
+        model.new_cache(capacity=0)
+
+
 def test_last_scores_only_the_last_position(model, src):
     memory, src_mask = model.encode(src)
     tgt = torch.randint(4, 40, (5, 6), generator=torch.Generator().manual_seed(3))
@@ -51,6 +96,14 @@ def test_greedy_same_with_and_without_cache(model, src):
 def test_beam_same_with_and_without_cache(model, src, beam):
     a = beam_search(model, src, beam, max_extra=10, use_cache=True)
     assert a == beam_search(model, src, beam, max_extra=10, use_cache=False)
+
+
+def test_the_static_step_gives_the_same_tokens(model, src):
+    """cuda_graph=True on a CPU runs the static cache's step as it is: the same tokens as the growing cache."""
+    assert greedy_decode(model, src, max_extra=10, cuda_graph=True) == greedy_decode(model, src, max_extra=10)
+    for beam in (2, 4):
+        static = beam_search(model, src, beam, max_extra=10, cuda_graph=True)
+        assert static == beam_search(model, src, beam, max_extra=10)
 
 
 def test_beam_size_one_equals_greedy(model, src):

@@ -13,6 +13,11 @@ mask guarantees their results never change. The cache keeps what later steps nee
 each decoder self-attention's projected keys and values, which grow by one position a step, and
 each cross-attention's keys and values of the encoder output, computed once. Shapes are
 (batch, heads, length, d_head); beam search reorders the batch rows when hypotheses swap places.
+
+:class:`StaticKVCache` keeps the same keys and values in buffers allocated once, written in place
+at a position held on the device. Every step then has the same shapes and reads the same memory,
+so on a GPU the whole step can be recorded once as a CUDA graph and replayed
+(:class:`~transformer_lib.decoding.StaticStep`).
 """
 
 from __future__ import annotations
@@ -71,11 +76,83 @@ class KVCache:
     def empty(cls, n_layers: int) -> KVCache:
         return cls([LayerCache() for _ in range(n_layers)])
 
+    def self_mask(self, n: int, device: torch.device | str | None = None) -> Tensor:
+        """(1, 1, n, length + n) mask of the next ``n`` positions over every key so far: causal."""
+        return causal_mask(self.length + n, device)[:, :, self.length :]
+
+    def advance(self, n: int) -> None:
+        """Count ``n`` more positions as decoded."""
+        self.length += n
+
     def reorder(self, index: Tensor) -> None:
         """Keep the rows ``index`` of the batch (beam search keeps its best hypotheses)."""
         for layer in self.layers:
             layer.self_attn.reorder(index)
             layer.cross_attn.reorder(index)
+
+
+@dataclass
+class StaticAttentionCache(AttentionCache):
+    """A self-attention's keys and values in buffers of ``capacity`` positions, allocated at the
+    first step and written in place at ``position`` (a () tensor shared by the decoder's layers).
+
+    Attention reads the whole buffers; the mask of :meth:`StaticKVCache.self_mask` hides the
+    positions not yet written. Nothing here reads the position on the host, so a step never waits
+    for the device.
+    """
+
+    capacity: int = 0
+    position: Tensor | None = None  # () long, on the device
+
+    @property
+    def length(self) -> Tensor:  # type: ignore[override]
+        return self.position
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write this step's keys and values at the current position; return the whole buffers."""
+        if self.k is None:  # (batch, heads, capacity, d_head)
+            shape = (*k.shape[:2], self.capacity, k.shape[3])
+            self.k, self.v = k.new_zeros(shape), v.new_zeros(shape)
+        index = self.position + torch.arange(k.shape[2], device=k.device)  # (k_len,) positions written
+        self.k.index_copy_(2, index, k)
+        self.v.index_copy_(2, index, v)
+        return self.k, self.v
+
+
+@dataclass
+class StaticKVCache(KVCache):
+    """The decoder's cache in fixed buffers of ``capacity`` positions (the longest output, <bos>
+    included): the same shapes and addresses at every step, as a CUDA graph needs.
+
+    ``length`` is a () tensor on the device, advanced in place. Beam search's reordering copies
+    rows within the buffers, cross-attention's included, so that nothing moves.
+    """
+
+    capacity: int = 0
+
+    @classmethod
+    def empty(cls, n_layers: int, capacity: int = 0, device: torch.device | str | None = None) -> StaticKVCache:  # type: ignore[override]
+        if capacity < 1:
+            raise InvalidValue(f"a static cache needs a capacity of at least 1 position, got {capacity}")
+        position = torch.zeros((), dtype=torch.long, device=device)
+        layers = [LayerCache(StaticAttentionCache(capacity=capacity, position=position)) for _ in range(n_layers)]
+        return cls(layers, position, capacity)  # type: ignore[arg-type]
+
+    def self_mask(self, n: int, device: torch.device | str | None = None) -> Tensor:
+        """(1, 1, n, capacity) mask: query i (at length + i) attends to keys 0 .. length + i."""
+        queries = self.length + torch.arange(n, device=device)  # (n,) positions of the new tokens
+        keys = torch.arange(self.capacity, device=device)  # (capacity,)
+        return (keys[None, :] <= queries[:, None])[None, None]
+
+    def advance(self, n: int) -> None:
+        self.length.add_(n)  # type: ignore[union-attr]
+
+    def reorder(self, index: Tensor) -> None:
+        for layer in self.layers:
+            for cache in (layer.self_attn, layer.cross_attn):
+                if cache.k is not None:  # in place: a recorded graph reads these addresses
+                    cache.k.copy_(cache.k.index_select(0, index))
+                    cache.v.copy_(cache.v.index_select(0, index))
 
 
 def padding_mask(tokens: Tensor, pad_id: int = PAD_ID) -> Tensor:

@@ -7,7 +7,9 @@ on the three test sets (``results/translator/length_limit.txt``, from
 ``transformer_lib.benchmarks.length_limit``): a runaway output stops 25 tokens sooner. With
 ``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
 values of earlier positions (:class:`~transformer_lib.attention.KVCache`); without it every step
-recomputes the whole prefix. The tokens are the same either way.
+recomputes the whole prefix. The tokens are the same either way. With ``cuda_graph=True`` the cache
+lives in fixed buffers and, on a GPU, each step after the first replays one recorded CUDA graph
+(:class:`StaticStep`).
 """
 
 from __future__ import annotations
@@ -64,26 +66,95 @@ def extend(
     return [_strip(row[start:]) for row in tokens]
 
 
-def _generate(
-    model: Transformer, src: Tensor, pick: Callable[[Tensor], Tensor], max_extra: int, use_cache: bool
-) -> list[list[int]]:
-    """One token per step for every sentence, chosen by ``pick`` from the (batch, vocab) next-token logits."""
-    memory, src_mask = model.encode(src)
+class StaticStep:
+    """The decoder's cached step over a :class:`~transformer_lib.attention.StaticKVCache` of
+    ``capacity`` positions: ``step(token)`` takes the newest token of each row, (batch, 1), and
+    returns the next-token logits, (batch, vocab).
+
+    Every step has the same shapes and reads the same memory. So with ``cuda_graph=True`` on a
+    GPU, the second step is recorded as a CUDA graph and each later step replays it: one launch
+    instead of hundreds, which is most of a small model's step on a GPU (lesson 12). The first
+    step always runs as it is: it computes the cross-attention's keys and values once. On a CPU
+    there is nothing to record, and every step runs as it is.
+    """
+
+    def __init__(
+        self, model: Transformer, memory: Tensor, src_mask: Tensor, capacity: int, cuda_graph: bool = False
+    ) -> None:
+        self.cache = model.new_cache(capacity, memory.device)
+        self._run = lambda token: model.decode(token, memory, src_mask, self.cache, last=True)[:, -1]
+        self._record = cuda_graph and memory.device.type == "cuda"
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._steps = 0
+
+    def __call__(self, token: Tensor) -> Tensor:
+        self._steps += 1
+        if self._graph is not None:
+            self._token.copy_(token)
+            self._graph.replay()
+            return self._logits
+        if self._record and self._steps == 2:
+            return self._capture(token)
+        return self._run(token)
+
+    def _capture(self, token: Tensor) -> Tensor:
+        """Record this step as a CUDA graph, replay it once, and return its logits."""
+        self._token = token.clone()  # (batch, 1): the graph's input, at a fixed address
+        position = self.cache.length.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # a warm-up off the main stream, as recording requires
+            self._run(self._token)
+        torch.cuda.current_stream().wait_stream(side)
+        self.cache.length.copy_(position)  # the warm-up wrote what the replay writes again
+        self._graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self._graph):
+            self._logits = self._run(self._token)
+        self._graph.replay()
+        return self._logits
+
+
+def _next_logits(
+    model: Transformer, memory: Tensor, src_mask: Tensor, steps: int, use_cache: bool, cuda_graph: bool
+) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], None]]:
+    """How to score the next token of every prefix, (batch, len) -> (batch, vocab), for at most
+    ``steps`` steps, and how to keep only some rows of the batch (beam search's reordering)."""
+    if cuda_graph:
+        step = StaticStep(model, memory, src_mask, steps, cuda_graph=True)
+        return (lambda tokens: step(tokens[:, -1:])), step.cache.reorder
     cache = model.new_cache() if use_cache else None
 
     def next_logits(tokens: Tensor) -> Tensor:
         return model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
 
+    return next_logits, (lambda index: None) if cache is None else cache.reorder
+
+
+def _generate(
+    model: Transformer,
+    src: Tensor,
+    pick: Callable[[Tensor], Tensor],
+    max_extra: int,
+    use_cache: bool,
+    cuda_graph: bool = False,
+) -> list[list[int]]:
+    """One token per step for every sentence, chosen by ``pick`` from the (batch, vocab) next-token logits."""
+    memory, src_mask = model.encode(src)
+    limits = length_limits(src, max_extra, model.config.max_len)
+    next_logits, _ = _next_logits(model, memory, src_mask, int(limits.max()), use_cache, cuda_graph)
     bos = torch.full((src.shape[0], 1), BOS_ID, dtype=torch.long, device=src.device)  # (batch, 1)
-    return extend(bos, next_logits, pick, length_limits(src, max_extra, model.config.max_len))
+    return extend(bos, next_logits, pick, limits)
 
 
 @torch.no_grad()
 def greedy_decode(
-    model: Transformer, src: Tensor, max_extra: int = MAX_EXTRA, use_cache: bool = True
+    model: Transformer, src: Tensor, max_extra: int = MAX_EXTRA, use_cache: bool = True, cuda_graph: bool = False
 ) -> list[list[int]]:
-    """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence."""
-    return _generate(model, src, lambda logits: logits.argmax(dim=-1), max_extra, use_cache)
+    """The most probable token at every step. src (batch, src_len) ids -> one id list per sentence.
+
+    ``cuda_graph=True``: the cache in fixed buffers, each step after the first replayed as a CUDA
+    graph on a GPU (:class:`StaticStep`); the same tokens."""
+    return _generate(model, src, lambda logits: logits.argmax(dim=-1), max_extra, use_cache, cuda_graph)
 
 
 @torch.no_grad()
@@ -140,9 +211,11 @@ def beam_search(
     alpha: float = 0.6,
     max_extra: int = MAX_EXTRA,
     use_cache: bool = True,
+    cuda_graph: bool = False,
 ) -> list[list[int]]:
     """Keep the ``beam_size`` most probable prefixes of each sentence; return the best by
-    log-probability / length_penalty (the paper: beam 4, alpha 0.6).
+    log-probability / length_penalty (the paper: beam 4, alpha 0.6). ``cuda_graph``: as in
+    :func:`greedy_decode`.
 
     A hypothesis that has produced ``<eos>`` stays in its beam unchanged (extended by padding at no
     cost) and competes with the live ones by its total log-probability; the length penalty decides
@@ -165,9 +238,10 @@ def beam_search(
     finished = torch.zeros(batch * k, dtype=torch.bool, device=device)
     lengths = torch.zeros(batch * k, dtype=torch.long, device=device)  # generated tokens, <eos> included
     offsets = (torch.arange(batch, device=device) * k)[:, None]  # (batch, 1): first row of each sentence
-    cache = model.new_cache() if use_cache else None
-    for _ in range(int(limits.max())):
-        logits = model.decode(tokens[:, -1:] if use_cache else tokens, memory, src_mask, cache, last=True)[:, -1]
+    steps = int(limits.max())
+    next_logits, reorder = _next_logits(model, memory, src_mask, steps, use_cache, cuda_graph)
+    for _ in range(steps):
+        logits = next_logits(tokens)
         logits[:, NEVER_GENERATED] = float("-inf")
         log_probs = logits.float().log_softmax(dim=-1)  # (batch * k, vocab)
         vocab = log_probs.shape[-1]
@@ -184,8 +258,7 @@ def beam_search(
         tokens = torch.cat([tokens[rows], new_tokens[:, None]], dim=1)
         lengths = lengths[rows] + (~finished[rows]).long()
         finished = finished[rows] | (new_tokens == EOS_ID)
-        if cache is not None:
-            cache.reorder(rows)
+        reorder(rows)
         if finished.all():
             break
     normalized = (scores.reshape(-1) / length_penalty(lengths.float(), alpha)).view(batch, k)
@@ -201,6 +274,7 @@ class DecodeConfig:
     alpha: float = 0.6  # length penalty
     max_extra: int = MAX_EXTRA  # output length limit: source length + max_extra
     batch_size: int = 128  # sentences decoded together
+    cuda_graph: bool = False  # on a GPU, replay each cached step as a CUDA graph (StaticStep)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -73,8 +73,12 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
-        """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added."""
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added.
+
+        ``offset`` may be a () tensor on the device (a static cache's position), read there."""
+        if isinstance(offset, Tensor):  # its cache's capacity was checked against max_len
+            return self.dropout(x + self.table[offset + torch.arange(x.shape[1], device=x.device)])
         end = offset + x.shape[1]
         if end > self.max_len:
             raise InvalidValue(f"position {end - 1} is beyond max_len={self.max_len}; raise max_len in the config")
@@ -91,13 +95,13 @@ class LearnedPositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
         nn.init.normal_(self.table.weight, std=d_model**-0.5)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         end = offset + x.shape[1]
-        if end > self.max_len:
+        if not isinstance(offset, Tensor) and end > self.max_len:  # a tensor's cache was checked
             raise InvalidValue(
                 f"position {end - 1} is beyond max_len={self.max_len}; a learned table cannot extrapolate"
             )
-        positions = torch.arange(offset, end, device=x.device)
+        positions = offset + torch.arange(x.shape[1], device=x.device)  # (seq,)
         return self.dropout(x + self.table(positions))
 
 
@@ -112,7 +116,7 @@ class RotaryPositions(nn.Module):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         return self.dropout(x)
 
 
@@ -124,7 +128,7 @@ POSITIONAL_ENCODINGS: dict[str, type[nn.Module]] = {
 }
 
 
-def apply_rotary(x: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
+def apply_rotary(x: Tensor, offset: int | Tensor = 0, base: float = 10000.0) -> Tensor:
     """Rotary position encoding (RoPE): rotate each pair of features by a position-dependent angle.
 
     x: (..., seq, d) with d even. Pair ``(x[2i], x[2i+1])`` at position ``p`` turns by angle
@@ -134,7 +138,7 @@ def apply_rotary(x: Tensor, offset: int = 0, base: float = 10000.0) -> Tensor:
     seq, d = x.shape[-2], x.shape[-1]
     if d % 2:
         raise InvalidValue(f"rotary encoding rotates pairs of features: the last dimension must be even, got {d}")
-    position = torch.arange(offset, offset + seq, device=x.device, dtype=torch.float32)[:, None]
+    position = (offset + torch.arange(seq, device=x.device, dtype=torch.float32))[:, None]  # (seq, 1)
     frequency = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
     angle = position * frequency  # (seq, d/2)
     cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)

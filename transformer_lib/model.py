@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
-from transformer_lib.attention import KVCache, causal_mask, padding_mask
+from transformer_lib.attention import KVCache, StaticKVCache, causal_mask, padding_mask
 from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
 from transformer_lib.errors import InvalidValue, check_fields
 from transformer_lib.layers import Decoder, Encoder, LayerConfig
@@ -136,19 +137,24 @@ class Transformer(nn.Module):
             raise InvalidValue(f"tgt must be (batch, tgt_len) token ids, got shape {tuple(tgt.shape)}")
         if tgt.shape[0] != memory.shape[0]:
             raise InvalidValue(f"source and target batch sizes differ: {memory.shape[0]} and {tgt.shape[0]}")
-        past = cache.length if cache is not None else 0
-        tgt_mask = causal_mask(past + tgt.shape[1], tgt.device)[:, :, past:]  # (1, 1, tgt_len, past + tgt_len)
         if cache is None:
-            tgt_mask = tgt_mask & padding_mask(tgt, PAD_ID)
+            past, tgt_mask = 0, causal_mask(tgt.shape[1], tgt.device) & padding_mask(tgt, PAD_ID)
+        else:  # (1, 1, tgt_len, keys): every key up to each new position
+            past, tgt_mask = cache.length, cache.self_mask(tgt.shape[1], tgt.device)
         x = self.positional(self.tgt_embed(tgt), offset=past)
         hidden = self.decoder(x, memory, tgt_mask, src_mask, None if cache is None else cache.layers)
         if cache is not None:
-            cache.length += tgt.shape[1]
+            cache.advance(tgt.shape[1])
         return self.generator(hidden[:, -1:] if last else hidden)
 
-    def new_cache(self) -> KVCache:
-        """An empty key-value cache for step-by-step decoding with :meth:`decode`."""
-        return KVCache.empty(len(self.decoder.layers))
+    def new_cache(self, capacity: int | None = None, device: torch.device | str | None = None) -> KVCache:
+        """An empty key-value cache for step-by-step decoding with :meth:`decode`: one that grows,
+        or with ``capacity`` positions a :class:`~transformer_lib.attention.StaticKVCache` on ``device``."""
+        if capacity is None:
+            return KVCache.empty(len(self.decoder.layers))
+        if capacity > self.config.max_len:
+            raise InvalidValue(f"a cache of {capacity} positions exceeds max_len={self.config.max_len}")
+        return StaticKVCache.empty(len(self.decoder.layers), capacity, device)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
         """src (batch, src_len), tgt (batch, tgt_len) ids -> logits (batch, tgt_len, vocab_size).

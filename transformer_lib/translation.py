@@ -52,8 +52,10 @@ def decoder(model: Transformer, decoding: DecodeConfig, device: torch.device) ->
     def decode(src: Tensor) -> list[list[int]]:
         src = src.to(device)
         if decoding.beam_size == 1:
-            return greedy_decode(model, src, decoding.max_extra)
-        return beam_search(model, src, decoding.beam_size, decoding.alpha, decoding.max_extra)
+            return greedy_decode(model, src, decoding.max_extra, cuda_graph=decoding.cuda_graph)
+        return beam_search(
+            model, src, decoding.beam_size, decoding.alpha, decoding.max_extra, cuda_graph=decoding.cuda_graph
+        )
 
     return decode
 

@@ -7,7 +7,8 @@ Translates every sentence of ``--split`` (1,000 for test_2016_flickr) with the m
 checkpoint, as ``evaluate`` does: tokenizing, batching by length, beam search with the key-value
 cache, detokenizing. Reports the median wall time over ``--repeats`` runs after one warm-up, the
 sentences per second and the cased sacreBLEU of the output (so that a faster setting that
-translates worse would show).
+translates worse would show). ``--cuda-graph`` adds a row for each beam size decoded with each
+cached step replayed as a CUDA graph (``DecodeConfig.cuda_graph``; on a CPU, the fixed buffers alone).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=DecodeConfig.batch_size, help="sentences decoded together")
     parser.add_argument("--limit", type=int, help="only the first N sentences (a quick check on a CPU)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cuda-graph", action="store_true", help="also decode replaying each step as a CUDA graph")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
@@ -44,10 +46,10 @@ def main(argv: list[str] | None = None) -> None:
     references = load_multi30k(args.split, record.tgt)[: args.limit]
     print(f"{args.model.name} ({record.src}→{record.tgt}), {len(sources)} sentences of {args.split}")
     print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}\n")
-    print(f"{'beam':>4} {'batch':>5} {'seconds':>8} {'sent/s':>7} {'BLEU':>6}")
+    print(f"{'beam':>4} {'batch':>5} {'graph':>5} {'seconds':>8} {'sent/s':>7} {'BLEU':>6}")
     rows = []
-    for beam in args.beam_sizes:
-        decoding = DecodeConfig(beam_size=beam, batch_size=args.batch_size)
+    for beam, graph in [(beam, graph) for beam in args.beam_sizes for graph in (False, True)[: 1 + args.cuda_graph]]:
+        decoding = DecodeConfig(beam_size=beam, batch_size=args.batch_size, cuda_graph=graph)
         hypotheses, seconds, times = median_seconds(
             lambda decoding=decoding: translate_sentences(model, tokenizer, sources, decoding, device),
             args.repeats,
@@ -62,12 +64,17 @@ def main(argv: list[str] | None = None) -> None:
                 "sentences": len(sources),
                 "beam_size": beam,
                 "batch_size": args.batch_size,
+                "cuda_graph": graph,
                 "seconds": seconds,
                 "all_seconds": times,
                 "bleu": bleu,
             }
         )
-        print(f"{beam:>4} {args.batch_size:>5} {seconds:>8.2f} {len(sources) / seconds:>7.0f} {bleu:>6.2f}", flush=True)
+        print(
+            f"{beam:>4} {args.batch_size:>5} {'yes' if graph else 'no':>5} {seconds:>8.2f} "
+            f"{len(sources) / seconds:>7.0f} {bleu:>6.2f}",
+            flush=True,
+        )
     if args.json:
         write_record(args.json, env, rows)
         print(f"\nwrote {args.json}")
