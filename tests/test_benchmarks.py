@@ -13,14 +13,29 @@ def test_kv_cache_benchmark_row():
     row = benchmark("tiny", batch_size=2, tokens=8, device=torch.device("cpu"), vocab_size=100)
     assert row["preset"] == "tiny" and row["batch"] == 2
     assert 0 < row["generated"] < 8  # at most 8 tokens, the last of them <eos>
-    assert row["no_cache_s"] > 0 and row["cache_s"] > 0
+    assert row["no_cache_s"] > 0 and row["cache_s"] > 0 and row["static_s"] > 0
+    assert row["cuda_graph"] is False  # a CPU records no graph: static_s measures the fixed buffers alone
 
 
 def test_kv_cache_benchmark_prints_a_table(capsys):
     main(["--presets", "tiny", "--batch-sizes", "1", "--tokens", "6", "--device", "cpu"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[2].split()[:6] == ["model", "batch", "generated", "no", "cache", "(s)"]
+    assert lines[2].split()[-3:] == ["static", "(s)", "speed-up"]
     assert lines[3].split()[:2] == ["tiny", "1"] and lines[3].endswith("x")
+
+
+def test_decode_speed_translates_the_same_with_cuda_graph(mirror, tmp_path, capsys):
+    """With --cuda-graph every beam size gets a second row, decoded over the static cache: the same BLEU."""
+    from transformer_lib.benchmarks.decode_speed import main as decode_speed
+
+    out = tmp_path / "decode.json"
+    decode_speed(["--limit", "12", "--repeats", "1", "--beam-sizes", "1", "3", "--cuda-graph", "--device", "cpu",
+                  "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["beam_size"], r["cuda_graph"]) for r in rows] == [(1, False), (1, True), (3, False), (3, True)]
+    assert rows[0]["bleu"] == rows[1]["bleu"] and rows[2]["bleu"] == rows[3]["bleu"]
+    assert "graph" in capsys.readouterr().out
 
 
 def test_training_flops_match_pytorchs_flop_counter():
