@@ -120,7 +120,7 @@ def _next_logits(
     """How to score the next token of every prefix, (batch, len) -> (batch, vocab), for at most
     ``steps`` steps, and how to keep only some rows of the batch (beam search's reordering)."""
     if cuda_graph:
-        step = StaticStep(model, memory, src_mask, steps, cuda_graph=True)
+        step = StaticStep(model, memory, src_mask, max(steps, 1), cuda_graph=True)  # no step: an empty cache
         return (lambda tokens: step(tokens[:, -1:])), step.cache.reorder
     cache = model.new_cache() if use_cache else None
 
