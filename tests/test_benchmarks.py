@@ -215,6 +215,35 @@ def test_packed_self_attention_computes_our_outputs_and_gradients():
         assert torch.allclose(layer.cross_attn.q_proj.weight.grad, ref_layer.cross_attn.q_proj.weight.grad, atol=1e-5)
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_causal_self_attention_without_a_mask_computes_every_real_positions_outputs_and_gradients(packed):
+    """is_causal=True instead of the causal-and-padding mask: only padded target positions change."""
+    import copy
+
+    from transformer_lib import PAD_ID, Transformer, TransformerConfig
+    from transformer_lib.benchmarks.training_speed import causal_decoder, pack_qkv
+
+    torch.manual_seed(0)
+    reference = Transformer(TransformerConfig.preset("tiny", vocab_size=50, dropout=0.0))
+    if packed:
+        pack_qkv(reference)
+    causal = causal_decoder(copy.deepcopy(reference))
+    src, tgt = torch.randint(4, 50, (3, 7)), torch.randint(4, 50, (3, 6))
+    src[0, 5:], tgt[1, 3:], tgt[2, 5:] = PAD_ID, PAD_ID, PAD_ID
+    keep = tgt != PAD_ID
+    outputs = []
+    for model in (reference, causal):
+        logits = model(src, tgt)
+        logits[keep].square().sum().backward()
+        outputs.append(logits)
+    assert torch.allclose(outputs[1][keep], outputs[0][keep], atol=1e-5)
+    assert not torch.allclose(
+        outputs[1][~keep], outputs[0][~keep], atol=1e-3
+    )  # the padded ones differ: a test that can fail
+    for ref, new in zip(reference.parameters(), causal.parameters(), strict=True):
+        assert torch.allclose(new.grad, ref.grad, atol=1e-5)
+
+
 def test_the_step_without_host_syncs_makes_the_trainers_updates(mirror):
     """Three steps of ``+nosync`` leave the weights the Trainer's own three steps leave."""
     from transformer_lib import Transformer, TransformerConfig
@@ -250,6 +279,7 @@ def test_the_speed_benchmark_times_the_new_variants_on_cpu(mirror, capsys):
     from transformer_lib.benchmarks.training_speed import main as speed_main
 
     args = ["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"]
-    speed_main([*args, "--variants", "fp32+nosync+packed", "bf16+graphs", "--repeat-batches", "1"])
+    speed_main([*args, "--variants", "fp32+nosync+packed", "fp32+causal", "bf16+graphs", "--repeat-batches", "1"])
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("tiny")]
-    assert [(r[2], r[3]) for r in rows] == [("ours", "fp32+nosync+packed")]  # bf16 and graphs need a GPU
+    # bf16 and graphs need a GPU; nn.Transformer has no packed or causal variant of its own
+    assert [(r[2], r[3]) for r in rows] == [("ours", "fp32+nosync+packed"), ("ours", "fp32+causal")]

@@ -24,7 +24,9 @@ self-attention's Q, K and V from one projection, one matrix product instead of t
 ``nn.Transformer`` packs them already), ``+nosync`` (the Trainer's step without reading its loss
 back, so the CPU prepares the next step while the GPU computes this one; the Trainer itself uploads
 batches from pinned memory and counts tokens on the GPU, the two other waits this variant removed
-when speed round 4 measured it), ``+buckets`` (lengths padded up to a multiple of 8: a few batch
+when speed round 4 measured it), ``+causal`` (each decoder self-attention asks the fused kernel
+for causal attention, ``is_causal=True``, instead of passing the causal-and-padding mask, so that
+it may take the flash kernel; ours only), ``+buckets`` (lengths padded up to a multiple of 8: a few batch
 shapes instead of hundreds; tokens/s counts real target tokens only, so the extra padding costs the
 variant what it costs in training). Each modifier computes the same losses as the plain step
 (``tests/test_benchmarks.py`` checks them on a CPU). On a CPU the bf16, fp16, compile and graphs
@@ -72,8 +74,8 @@ VARIANTS = (
     "fp16+compile",
 )
 PRECISIONS = ("fp32", "bf16", "fp16")
-MODIFIERS = ("by-hand", "buckets", "compile", "graphs", "nosync", "packed")
-OURS_ONLY = {"by-hand", "packed"}  # changes to our attention, which nn.Transformer does not have
+MODIFIERS = ("by-hand", "buckets", "causal", "compile", "graphs", "nosync", "packed")
+OURS_ONLY = {"by-hand", "causal", "packed"}  # changes to our attention, which nn.Transformer does not have
 HALF = ("bf16", "fp16")  # the variants' autocast precisions: on a CUDA GPU only
 BUCKET = 8  # "+buckets": lengths padded up to a multiple of 8, so that batches come in few shapes
 MODELS = ("ours", "nn.Transformer")
@@ -160,6 +162,7 @@ class PackedSelfAttention(nn.Module):
             self.qkv.weight.copy_(torch.cat([p.weight for p in projections]))
             self.qkv.bias.copy_(torch.cat([p.bias for p in projections]))
         self.out_proj = attention.out_proj
+        self.causal = False  # see CausalSelfAttention
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, cache=None) -> Tensor:
         """query = key = value (batch, seq, d_model) -> (batch, seq, d_model); training only (no cache)."""
@@ -167,8 +170,45 @@ class PackedSelfAttention(nn.Module):
         qkv = self.qkv(query).view(batch, seq, 3, -1, self.d_head)  # (batch, seq, 3, heads, d_head)
         q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (batch, heads, seq, d_head)
         dropout_p = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        mask = None if self.causal else mask
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=self.causal)
         return self.out_proj(out.transpose(1, 2).reshape(batch, seq, self.d_model))
+
+
+class CausalSelfAttention(nn.Module):
+    """A decoder self-attention that drops its mask and asks the fused kernel for causal attention
+    (``is_causal=True``), which a flash kernel computes without reading a mask.
+
+    Exact wherever the loss looks: padding comes last in a target, so the keys before a real
+    position are all real, and the padding mask hides nothing from it. Only the outputs at padded
+    positions change, and the loss ignores them. Built from a
+    :class:`~transformer_lib.attention.MultiHeadAttention`, whose projections it uses.
+    """
+
+    def __init__(self, attention: MultiHeadAttention) -> None:
+        super().__init__()
+        if attention.rotary:
+            raise InvalidValue("causal self-attention: only attention without rotary positions")
+        self.attention = attention
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, cache=None) -> Tensor:
+        """query = key = value (batch, seq, d_model) -> (batch, seq, d_model); training only (no cache)."""
+        a = self.attention
+        q, k, v = a.split_heads(a.q_proj(query)), a.split_heads(a.k_proj(key)), a.split_heads(a.v_proj(value))
+        dropout_p = a.dropout if self.training else 0.0
+        grouped = a.n_kv_heads != a.n_heads
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True, enable_gqa=grouped)
+        return a.out_proj(a.merge_heads(out))  # (batch, seq, d_model)
+
+
+def causal_decoder(model: Transformer) -> Transformer:
+    """Every decoder layer's self-attention made causal without a mask (:class:`CausalSelfAttention`), in place."""
+    for layer in model.decoder.layers:
+        if isinstance(layer.self_attn, PackedSelfAttention):
+            layer.self_attn.causal = True
+        else:
+            layer.self_attn = CausalSelfAttention(layer.self_attn)
+    return model
 
 
 def pack_qkv(model: Transformer) -> Transformer:
@@ -231,6 +271,8 @@ def run_variant(
         keep_attention_weights(model)
     if "packed" in mods:
         pack_qkv(model)
+    if "causal" in mods:
+        causal_decoder(model)
     precision = next((half for half in HALF if variant.startswith(half)), "fp32")
     recipe = TrainConfig(precision=precision, compile="compile" in mods, cuda_graphs="graphs" in mods, progress=False)
     trainer = Trainer(model, task, config=recipe, device=device)
