@@ -22,12 +22,14 @@ so on a GPU the whole step can be recorded once as a CUDA graph and replayed
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_lib.embeddings import apply_rotary
 from transformer_lib.errors import InvalidType, InvalidValue
@@ -368,6 +370,15 @@ class MultiHeadAttention(nn.Module):
             )
         if key.shape[1] != value.shape[1]:
             raise InvalidValue(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
+
+
+def attention_kernels(device: torch.device) -> contextlib.AbstractContextManager:
+    """PyTorch's fused attention without cuDNN's kernel on a GPU: cuDNN plans anew for each shape
+    (11-13 ms of CPU time per call on an H100, as profiled), and token batches change shape every step.
+    Decoding's CUDA graphs are recorded with the same kernels (:class:`~transformer_lib.decoding.StaticStep`)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def keep_attention_weights(model: nn.Module, keep: bool = True) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from transformer_lib.attention import attention_kernels
 from transformer_lib.errors import InvalidValue, check_fields, check_range
 from transformer_lib.model import Transformer
 from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
@@ -103,12 +104,12 @@ class StaticStep:
         position = self.cache.length.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # a warm-up off the main stream, as recording requires
+        with torch.cuda.stream(side), attention_kernels(token.device):  # a warm-up off the main stream
             self._run(self._token)
         torch.cuda.current_stream().wait_stream(side)
         self.cache.length.copy_(position)  # the warm-up wrote what the replay writes again
         self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
+        with torch.cuda.graph(self._graph), attention_kernels(token.device):
             self._logits = self._run(self._token)
         self._graph.replay()
         return self._logits

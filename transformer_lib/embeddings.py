@@ -36,11 +36,17 @@ class TokenEmbedding(nn.Module):
         return nn.functional.embedding(tokens, self.weight) * math.sqrt(self.d_model)
 
 
+def reading_back_is_forbidden() -> bool:
+    """Whether this code runs in a compiled graph or while a CUDA graph is recorded, where reading
+    a device value back to the host (as a check of its values does) breaks the graph or the recording."""
+    return torch.compiler.is_compiling() or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
 def check_token_ids(tokens: Tensor, vocab_size: int) -> None:
     """Raise a clear error for a non-integer tensor or an id outside ``[0, vocab_size)``."""
     if tokens.dtype not in (torch.int64, torch.int32):
         raise InvalidType(f"token ids must be an integer tensor (torch.long), got {tokens.dtype}")
-    if torch.compiler.is_compiling():  # the check reads values back from the device: skip it in compiled code
+    if reading_back_is_forbidden():
         return
     if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
         raise InvalidValue(

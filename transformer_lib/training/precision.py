@@ -6,11 +6,8 @@ runs a step's autocast, backward and optimizer step in it.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 from torch import Tensor
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from transformer_lib.errors import InvalidValue
 
@@ -70,11 +67,3 @@ class Precision:
         self.scaler.update()
         if self.scaler.is_enabled() and self.scaler.get_scale() < scale:
             self.skipped_steps += 1
-
-
-def attention_kernels(device: torch.device):
-    """PyTorch's fused attention without cuDNN's kernel on a GPU: cuDNN plans anew for each shape
-    (11-13 ms of CPU time per call on an H100, as profiled), and token batches change shape every step."""
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])

@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from transformer_lib.attention import attention_kernels
 from transformer_lib.errors import Interrupted
 from transformer_lib.training import distributed
 from transformer_lib.training.config import TrainConfig
 from transformer_lib.training.optimizer import Update
-from transformer_lib.training.precision import attention_kernels
 from transformer_lib.training.progress import Progress, steps_in_time
 from transformer_lib.training.run_folder import RunFolder, config_dict, resume, training_state
 from transformer_lib.training.tasks import Task, check_trainable, summed_loss
