@@ -372,7 +372,7 @@ class MultiHeadAttention(nn.Module):
             raise InvalidValue(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
 
 
-def attention_kernels(device: torch.device) -> contextlib.AbstractContextManager:
+def attention_kernels(device: torch.device):
     """PyTorch's fused attention without cuDNN's kernel on a GPU: cuDNN plans anew for each shape
     (11-13 ms of CPU time per call on an H100, as profiled), and token batches change shape every step.
     Decoding's CUDA graphs are recorded with the same kernels (:class:`~transformer_lib.decoding.StaticStep`)."""
