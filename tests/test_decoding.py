@@ -121,6 +121,11 @@ def test_the_static_step_gives_the_same_tokens(model, src):
         assert static == beam_search(model, src, beam, max_extra=10)
 
 
+def test_cuda_graph_without_the_cache_says_what_it_needs(model, src):
+    with pytest.raises(InvalidValue, match="needs use_cache=True"):
+        greedy_decode(model, src, use_cache=False, cuda_graph=True)
+
+
 def test_beam_size_one_equals_greedy(model, src):
     assert beam_search(model, src, beam_size=1, max_extra=10) == greedy_decode(model, src, max_extra=10)
 

@@ -120,6 +120,8 @@ def _next_logits(
 ) -> tuple[Callable[[Tensor], Tensor], Callable[[Tensor], None]]:
     """How to score the next token of every prefix, (batch, len) -> (batch, vocab), for at most
     ``steps`` steps, and how to keep only some rows of the batch (beam search's reordering)."""
+    if cuda_graph and not use_cache:
+        raise InvalidValue("cuda_graph=True replays the cached step: it needs use_cache=True")
     if cuda_graph:
         step = StaticStep(model, memory, src_mask, max(steps, 1), cuda_graph=True)  # no step: an empty cache
         return (lambda tokens: step(tokens[:, -1:])), step.cache.reorder

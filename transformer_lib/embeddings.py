@@ -70,6 +70,15 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.float()
 
 
+def positions(offset: int | Tensor, n: int, max_len: int, device: torch.device, hint: str) -> Tensor:
+    """(n,) the positions ``offset .. offset + n - 1`` of a table of ``max_len``. An int offset is
+    checked here (``hint`` ends the error); a () tensor, a static cache's position on the device, is
+    never read back: its cache's capacity was checked against ``max_len``."""
+    if not isinstance(offset, Tensor) and offset + n > max_len:
+        raise InvalidValue(f"position {offset + n - 1} is beyond max_len={max_len}; {hint}")
+    return offset + torch.arange(n, device=device)
+
+
 class SinusoidalPositionalEncoding(nn.Module):
     """Add the fixed sinusoidal encoding of each position, then dropout (section 3.5 and 5.4)."""
 
@@ -80,15 +89,9 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added.
-
-        ``offset`` may be a () tensor on the device (a static cache's position), read there."""
-        if isinstance(offset, Tensor):  # its cache's capacity was checked against max_len
-            return self.dropout(x + self.table[offset + torch.arange(x.shape[1], device=x.device)])
-        end = offset + x.shape[1]
-        if end > self.max_len:
-            raise InvalidValue(f"position {end - 1} is beyond max_len={self.max_len}; raise max_len in the config")
-        return self.dropout(x + self.table[offset:end])
+        """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added."""
+        index = positions(offset, x.shape[1], self.max_len, x.device, "raise max_len in the config")
+        return self.dropout(x + self.table[index])
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -102,13 +105,8 @@ class LearnedPositionalEncoding(nn.Module):
         nn.init.normal_(self.table.weight, std=d_model**-0.5)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        end = offset + x.shape[1]
-        if not isinstance(offset, Tensor) and end > self.max_len:  # a tensor's cache was checked
-            raise InvalidValue(
-                f"position {end - 1} is beyond max_len={self.max_len}; a learned table cannot extrapolate"
-            )
-        positions = offset + torch.arange(x.shape[1], device=x.device)  # (seq,)
-        return self.dropout(x + self.table(positions))
+        index = positions(offset, x.shape[1], self.max_len, x.device, "a learned table cannot extrapolate")
+        return self.dropout(x + self.table(index))
 
 
 class RotaryPositions(nn.Module):

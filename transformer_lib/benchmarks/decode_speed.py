@@ -14,6 +14,7 @@ cached step replayed as a CUDA graph (``DecodeConfig.cuda_graph``; on a CPU, the
 from __future__ import annotations
 
 import argparse
+import itertools
 from pathlib import Path
 
 import torch
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}\n")
     print(f"{'beam':>4} {'batch':>5} {'graph':>5} {'seconds':>8} {'sent/s':>7} {'BLEU':>6}")
     rows = []
-    for beam, graph in [(beam, graph) for beam in args.beam_sizes for graph in (False, True)[: 1 + args.cuda_graph]]:
+    graphs = (False, True) if args.cuda_graph else (False,)
+    for beam, graph in itertools.product(args.beam_sizes, graphs):
         decoding = DecodeConfig(beam_size=beam, batch_size=args.batch_size, cuda_graph=graph)
         hypotheses, seconds, times = median_seconds(
             lambda decoding=decoding: translate_sentences(model, tokenizer, sources, decoding, device),
