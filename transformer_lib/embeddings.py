@@ -70,13 +70,16 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
     return table.float()
 
 
-def positions(offset: int | Tensor, n: int, max_len: int, device: torch.device, hint: str) -> Tensor:
-    """(n,) the positions ``offset .. offset + n - 1`` of a table of ``max_len``. An int offset is
-    checked here (``hint`` ends the error); a () tensor, a static cache's position on the device, is
-    never read back: its cache's capacity was checked against ``max_len``."""
-    if not isinstance(offset, Tensor) and offset + n > max_len:
+def positions(offset: int | Tensor, n: int, max_len: int, hint: str) -> slice | Tensor:
+    """Where positions ``offset .. offset + n - 1`` lie in a table of ``max_len`` rows. An int offset
+    gives a slice (a view, which an ONNX export keeps as the table itself), checked here (``hint``
+    ends the error). A () tensor, a static cache's position on the device, gives an (n,) index and
+    is never read back: its cache's capacity was checked against ``max_len``."""
+    if isinstance(offset, Tensor):
+        return offset + torch.arange(n, device=offset.device)
+    if offset + n > max_len:
         raise InvalidValue(f"position {offset + n - 1} is beyond max_len={max_len}; {hint}")
-    return offset + torch.arange(n, device=device)
+    return slice(offset, offset + n)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -90,8 +93,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         """(batch, seq, d_model) -> the same, with positions ``offset .. offset + seq - 1`` added."""
-        index = positions(offset, x.shape[1], self.max_len, x.device, "raise max_len in the config")
-        return self.dropout(x + self.table[index])
+        return self.dropout(x + self.table[positions(offset, x.shape[1], self.max_len, "raise max_len in the config")])
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -105,8 +107,8 @@ class LearnedPositionalEncoding(nn.Module):
         nn.init.normal_(self.table.weight, std=d_model**-0.5)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
-        index = positions(offset, x.shape[1], self.max_len, x.device, "a learned table cannot extrapolate")
-        return self.dropout(x + self.table(index))
+        index = positions(offset, x.shape[1], self.max_len, "a learned table cannot extrapolate")
+        return self.dropout(x + self.table.weight[index])
 
 
 class RotaryPositions(nn.Module):
