@@ -376,19 +376,24 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+# The package's modules whose code becomes the exported graphs, and decoding's, whose limit model.json carries.
+TRACED = ("attention.py", "embeddings.py", "layers.py", "model.py", "decoding.py")
+
+
 def cached_export(checkpoint: str | os.PathLike, precision: str = "fp16") -> Path:
     """The export of ``checkpoint``, made once per machine and kept in the package's cache.
 
-    Keyed by the checkpoint's SHA-256, the precision, the sources of this module and of decoding
-    (``model.json`` carries its length limit) and the PyTorch version, so that a new model, a new
-    exporter or a new limit makes a new folder. The book build (the
-    translator page) and the tests share it.
+    Keyed by the checkpoint's SHA-256, the precision, the sources of this module, of the modules
+    whose code the export traces (``TRACED``) and of decoding (``model.json`` carries its length
+    limit), and the PyTorch version, so that a new model, a new exporter, a change to the layers
+    or a new limit makes a new folder. The book build (the translator page) and the tests share it.
     """
     checkpoint = Path(checkpoint)
     if not checkpoint.is_file():
         raise MissingFile(f"no checkpoint at {checkpoint}")
     key = hashlib.sha256()
-    sources = (Path(path).read_text(encoding="utf-8") for path in (__file__, decoding.__file__))
+    package = Path(decoding.__file__).parent
+    sources = (path.read_text(encoding="utf-8") for path in (Path(__file__), *(package / name for name in TRACED)))
     for part in (sha256_of(checkpoint), precision, *sources, torch.__version__):
         key.update(part.encode())
     folder = cache_root() / "onnx" / f"{checkpoint.stem}-{key.hexdigest()[:16]}"
