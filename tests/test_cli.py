@@ -260,3 +260,19 @@ def test_ctrl_c_while_a_finished_run_is_scored_says_how_to_score_it(mirror, tmp_
     assert code == 130 and last.startswith("interrupted: during evaluation"), last
     assert last.endswith(f"evaluate --checkpoint {run_dir}")  # a run folder: the command finds its checkpoint
     assert (run_dir / "checkpoint.pt").exists() and not (run_dir / "scores.json").exists()
+
+
+def test_score_reads_a_committed_runs_hypotheses_from_its_sweeps_archive(mirror, monkeypatch):
+    """Lesson 11's exercise scores results/multi30k/sweep2/en_de-prenorm/test_2016_flickr.hyp.txt, which
+    lies packed in sweep2.tar.gz: the score is the one the run computed when it trained (its scores.json)."""
+    monkeypatch.chdir(ROOT)
+    run = Path("results/multi30k/sweep2/en_de-prenorm")
+    assert not (run / "test_2016_flickr.hyp.txt").exists()  # the file is only in the archive
+    result = run_cli("score", str(run / "test_2016_flickr.hyp.txt"), "--split", "test_2016_flickr", "--tgt", "de")
+    assert result.returncode == 0, result.stderr
+    recorded = json.loads((run / "scores.json").read_text(encoding="utf-8"))["splits"]["test_2016_flickr"]
+    scored = json.loads(result.stdout)
+    for key in ("sacrebleu_cased", "bleu_tokenized_lowercase"):
+        assert scored[key] == recorded[key], key
+    missing = run_cli("score", str(run / "test_2099.hyp.txt"), "--split", "test_2016_flickr", "--tgt", "de")
+    assert missing.returncode == 2 and missing.stderr == f"error: no hypotheses file {run / 'test_2099.hyp.txt'}\n"

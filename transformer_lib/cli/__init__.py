@@ -76,7 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             p.add_argument("--limit", type=int, help="only the first N sentences")
             p.add_argument("--output", help="write the hypotheses to this file")
     p = sub.add_parser("score", help="BLEU of a file of translations against a Multi30k split")
-    p.add_argument("hypotheses", help="one translation a line, in the split's order")
+    p.add_argument(
+        "hypotheses", help="one translation a line, in the split's order; may be packed in a sweep's archive"
+    )
     p.add_argument("--split", required=True, choices=list(SPLITS))
     p.add_argument("--tgt", required=True, choices=list(LANGUAGES), help="the language of the translations")
     p.add_argument("--moses", action="store_true", help="also the papers' Moses-tokenized BLEU (needs sacremoses)")

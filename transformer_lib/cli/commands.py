@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from transformer_lib import checkpoint, metrics
+from transformer_lib import checkpoint, metrics, records
 from transformer_lib.batching import encode_pairs, example_size, round_up
 from transformer_lib.checkpoint import RunRecord
 from transformer_lib.cli import sweep
@@ -314,12 +314,16 @@ def cmd_translate(args: argparse.Namespace) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> None:
-    """BLEU of a hypotheses file (one translation a line) against a Multi30k split: no model needed."""
+    """BLEU of a hypotheses file (one translation a line) against a Multi30k split: no model needed.
+
+    A committed run's file packed into its sweep's ``.tar.gz`` (``results/``) is read from there by its
+    old path, as :mod:`transformer_lib.records` reads it: a reader scores it without unpacking.
+    """
     path = Path(args.hypotheses)
-    if not path.is_file():
+    if not path.is_file() and records.archive_of(path) is None:
         raise MissingFile(f"no hypotheses file {path}")
     try:
-        hypotheses = path.read_text(encoding="utf-8").splitlines()
+        hypotheses = records.read_text(path).splitlines()
     except UnicodeDecodeError:
         raise InvalidValue(
             f"{path} is not UTF-8 text: give the translations, one a line (e.g. the run's test_2016_flickr.hyp.txt)"
