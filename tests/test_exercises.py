@@ -1,8 +1,14 @@
 """The exercises' checks: every exercise is checked or open-ended, every solution passes its check,
 typical wrong answers fail with the line that names the mistake."""
 
+import ast
+import builtins
+import contextlib
+import importlib
+import io
 import math
 import re
+import shlex
 from pathlib import Path
 
 import nbformat
@@ -10,12 +16,19 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import transformer_lib
+from conftest import run_cli
 from transformer_lib import PAD_ID, Tokenizer, load_multi30k
+from transformer_lib.cli import main
+from transformer_lib.cli.sweep import plan
 from transformer_lib.coursework import exercises
 from transformer_lib.coursework.exercises import EXERCISES, check
 from transformer_lib.errors import InvalidValue
+from transformer_lib.records import archive_of
+from transformer_lib.training.run_config import load_config
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
 def exercise_items(path: Path) -> dict[str, str]:
@@ -75,6 +88,165 @@ def test_solution_passes_its_check(path, index, monkeypatch, request):
     torch.manual_seed(0)
     exec(solution_cells(path)[index], namespace)
     assert len(results) == 1 and results[0].passed, results
+
+
+# ---------------------------------------------------------------------------------------------
+# every exercise runnable as stated: the files it names exist, its commands run, its names import
+
+CODE = re.compile(r"`([^`\n]+)`")
+# A command as a lesson's cell runs it (the kernel's Python), or as a terminal in the repository does.
+COMMAND = re.compile(r"^!?(?:\{sys\.executable\}|python) -m transformer_lib (.+)$")
+# The lessons' folders, as their set-up cells name them, seen from the repository's root.
+FOLDERS = {"{REPO}": ".", "{RESULTS}": "results/multi30k"}
+# Names an exercise may use without the lesson or the package defining them: PyTorch's.
+TORCH = (torch, torch.nn, F, torch.Tensor)
+
+
+def lesson_names(path: Path) -> tuple[set[str], dict[str, tuple[str, str]]]:
+    """Every name the lesson's code defines or imports, and of those, the ones imported from
+    transformer_lib: name -> (module, attribute)."""
+    names, from_package = set(), {}
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        lines = [line for line in cell.source.splitlines() if not line.lstrip().startswith(("!", "%"))]
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Import):
+                names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    names.add(alias.asname or alias.name)
+                    if (node.module or "").startswith("transformer_lib"):
+                        from_package[alias.asname or alias.name] = (node.module, alias.name)
+    return names, from_package
+
+
+def flat_items(path: Path) -> dict[str, str]:
+    """The lesson's exercises, each on one line: a span and the word after it may be a line apart."""
+    return {number: " ".join(text.split()) for number, text in exercise_items(path).items()}
+
+
+def exercise_code(path: Path) -> list[tuple[str, str, str]]:
+    """(exercise, code span, the text right after it) for every `code` span of the lesson's exercises."""
+    lesson = path.name[:2]
+    return [
+        (f"{lesson}.{number}", m.group(1), text[m.end() : m.end() + 12])
+        for number, text in flat_items(path).items()
+        for m in CODE.finditer(text)
+    ]
+
+
+def commands(path: Path) -> list[tuple[str, list[str]]]:
+    """(exercise, arguments) of every `python -m transformer_lib ...` an exercise shows, with the
+    lesson's folder variables as the repository's paths."""
+    found = []
+    for exercise, span, _ in exercise_code(path):
+        match = COMMAND.match(span)
+        if match:
+            line = match.group(1)
+            for variable, folder in FOLDERS.items():
+                line = line.replace(variable, folder)
+            found.append((exercise, shlex.split(line)))
+    return found
+
+
+COMMANDS = [(exercise, args) for path in NOTEBOOKS for exercise, args in commands(path)]
+
+
+def is_record(path: Path) -> bool:
+    """Whether ``path`` is in the repository: a file or folder, or a file in a sweep's archive."""
+    return path.exists() or archive_of(path) is not None
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_file_an_exercise_names_exists(path):
+    for exercise, span, _ in exercise_code(path):
+        if "/" in span and " " not in span and "(" not in span and "://" not in span:
+            assert is_record(ROOT / span), f"exercise {exercise} names {span}, which the repository lacks"
+
+
+def is_command(name: str) -> bool:
+    """Whether ``python -m transformer_lib NAME --help`` succeeds."""
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), pytest.raises(SystemExit) as stop:
+        main([name, "--help"])
+    return stop.value.code == 0
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_command_an_exercise_asks_for_is_shown_in_full(path):
+    """An exercise that says "with the `score` command" shows the line to run: arguments are not a guess."""
+    shown = {(exercise, args[0]) for exercise, args in commands(path)}
+    for exercise, span, after in exercise_code(path):
+        if after.startswith(" command"):
+            assert is_command(span), f"exercise {exercise}: python -m transformer_lib has no `{span}` command"
+            assert (exercise, span) in shown, f"exercise {exercise} asks for the `{span}` command without showing it"
+
+
+@pytest.mark.parametrize("exercise, args", COMMANDS, ids=[f"{e}-{a[0]}" for e, a in COMMANDS])
+def test_every_command_an_exercise_shows_runs(exercise, args, mirror, monkeypatch, tmp_path):
+    """Run from the repository's root, as written; a command that trains runs its first step only:
+    every config it would train is written and checked (`sweep`), or loaded (`train`)."""
+    monkeypatch.chdir(ROOT)
+    if args[0] == "sweep":
+        assert plan(args[1], tmp_path / "sweep"), exercise
+    elif args[0] == "train":
+        load_config(args[args.index("--config") + 1])
+    else:
+        result = run_cli(*args)
+        assert result.returncode == 0, f"exercise {exercise}: {result.stderr.strip()}"
+        assert result.stdout.strip(), f"exercise {exercise}: the command printed nothing"
+
+
+def importable(module: str, name: str) -> bool:
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except ImportError:
+        return False
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_name_an_exercise_uses_imports(path):
+    """A name in an exercise is the lesson's own, PyTorch's, a builtin, one the reader is asked to
+    write, or transformer_lib's; transformer_lib's must import from where the lesson says."""
+    defined, from_package = lesson_names(path)
+    for number, text in flat_items(path).items():
+        exercise = f"{path.name[:2]}.{number}"
+        written = set()  # "Write `rate(step, d_model, warmup)`": the function and its parameters
+        for m in re.finditer(r"Write\s+`(\w+)\(([^`]*)\)`", text):
+            written |= {m.group(1), *re.findall(r"\w+", m.group(2))}
+        settings = set(re.findall(r"`(\w+)(?:=|` ?=)", text))  # `warmup=1`, `block` = 16: values to set
+        for m in CODE.finditer(text):
+            span, after = m.group(1), text[m.end() : m.end() + 12]
+            chain = re.match(r"([A-Za-z_]\w*)((?:\.\w+)*)", span)
+            if not chain or "/" in span or COMMAND.match(span) or after.startswith(" command"):
+                continue
+            root, attributes = chain.group(1), chain.group(2).split(".")[1:]
+            if root in from_package:
+                assert importable(*from_package[root]), f"exercise {exercise}: {root} no longer imports"
+            elif root == "transformer_lib":
+                module, found = transformer_lib, True
+                for attribute in attributes:
+                    found = hasattr(module, attribute)
+                    if not found:
+                        break
+                    module = getattr(module, attribute)
+                assert found, f"exercise {exercise}: {span} does not import"
+            elif not (
+                root in defined
+                or root in written
+                or root in settings
+                or root == "self"
+                or hasattr(builtins, root)
+                or any(hasattr(module, root) for module in TORCH)
+            ):
+                assert hasattr(transformer_lib, root), (
+                    f"exercise {exercise} names `{span}`, which neither the lesson nor transformer_lib defines"
+                )
 
 
 # ---------------------------------------------------------------------------------------------
