@@ -1,8 +1,11 @@
 """The book's diagrams: every planned file is there and well formed, the script draws exactly them,
-the lessons show them by names that exist with alt text, the map links to lessons that exist, and
-the site serves its own copies (book/_ext/figures.py)."""
+the lessons show them by names that exist with alt text, the map links to every lesson, the site
+serves its own copies and opens each one full size (book/_ext/figures.py); what the diagrams say
+about the package (special tokens, class names, beam search) is true of it; their text is legible
+(large enough, with enough contrast)."""
 
 import json
+import math
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -34,7 +37,9 @@ PLAN = [
     "family",
     "book_map",
 ]
-MAP_LESSONS = ["02", "03", "04", "05", "06", "07", "08", "09", "10", "11"]
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+# The map's badge for each notebook: the lesson's number, "A" for the appendix
+MAP_LESSONS = {stem: stem[:2] if stem[:2].isdigit() else "A" for stem in NOTEBOOKS}
 BASEURL = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["html"]["baseurl"]
 PUBLISHED = BASEURL.rstrip("/") + "/_static/figures/"
 MARKDOWN_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
@@ -87,16 +92,23 @@ def test_the_map_links_each_part_to_a_lesson_that_exists():
     links = root.findall(f".//{SVG}a")
     hrefs = [a.get("href") for a in links]
     assert all(a.get("target") == "_top" for a in links), "a link inside <object> must open in the whole page"
-    numbers = []
+    linked = []
     for href in hrefs:
         # relative to the map's own address on the site, _static/figures/, as a browser resolves it in <object>
         assert href.startswith("../../notebooks/") and href.endswith(".html"), href
         notebook = ROOT / href.removeprefix("../../").replace(".html", ".ipynb")
         assert notebook.is_file(), f"book_map links to {href}, and there is no {notebook.relative_to(ROOT)}"
-        numbers.append(notebook.name[:2])
-    assert sorted(set(numbers)) == MAP_LESSONS
-    for a in links:  # each part shows its lesson's number
-        assert any((t.text or "").strip() == a.get("href").split("/")[-1][:2] for t in a.iter(f"{SVG}text"))
+        linked.append(notebook.stem)
+    for a in links:  # each part shows its lesson's number (the appendix: A)
+        badge = MAP_LESSONS[a.get("href").split("/")[-1].removesuffix(".html")]
+        assert any((t.text or "").strip() == badge for t in a.iter(f"{SVG}text")), a.get("href")
+
+
+def test_the_map_reaches_every_lesson_and_the_appendix():
+    root = ET.parse(FIGURES / "book_map.svg").getroot()
+    linked = {a.get("href").split("/")[-1].removesuffix(".html") for a in root.iter(f"{SVG}a")}
+    assert "appendix_cpu_recipe" in NOTEBOOKS and len(NOTEBOOKS) >= 14, NOTEBOOKS
+    assert sorted(linked) == NOTEBOOKS, f"not on the map: {sorted(set(NOTEBOOKS) - linked)}"
 
 
 def test_the_map_is_named_for_links_not_as_a_flat_image():

@@ -15,6 +15,12 @@ Style, the same in every figure:
 * Text is ``<text>`` in a generic sans-serif stack; each file has a ``<title>``, a ``<desc>``, a
   ``viewBox``, a width and a height.
 * Data flows from the bottom up in the model's diagrams, as in the paper's figures.
+* Every text is at least 12 units high and has a contrast of at least 4.5:1 with what is behind it
+  (``tests/test_figures.py`` checks both: 12 units stay above 9 pixels in the page's column).
+
+What a diagram says about the package comes from the package: the special tokens' ids and names
+and the class names it labels are imported from ``transformer_lib``, so a renamed class or a moved
+id breaks this script instead of leaving a figure that no longer matches the code.
 """
 
 from __future__ import annotations
@@ -27,7 +33,20 @@ from itertools import pairwise
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-FIGURES = Path(__file__).resolve().parent.parent / "_static" / "figures"
+ROOT = Path(__file__).resolve().parent.parent.parent
+FIGURES = ROOT / "book" / "_static" / "figures"
+if str(ROOT) not in sys.path:  # run as a script from a checkout the package is not installed from
+    sys.path.insert(0, str(ROOT))
+
+from transformer_lib.attention import KVCache, MultiHeadAttention  # noqa: E402
+from transformer_lib.embeddings import SinusoidalPositionalEncoding, TokenEmbedding  # noqa: E402
+from transformer_lib.family import bert, gpt  # noqa: E402
+from transformer_lib.layers import DecoderLayer, EncoderLayer, FeedForward  # noqa: E402
+from transformer_lib.model import Transformer  # noqa: E402
+from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS  # noqa: E402
+
+# Names as the code spells them (a figure's label follows a rename)
+PAD, BOS, EOS = (next(name for name, i in SPECIAL_TOKENS.items() if i == wanted) for wanted in (PAD_ID, BOS_ID, EOS_ID))
 
 FONT = "Helvetica, Arial, 'Liberation Sans', 'DejaVu Sans', sans-serif"
 INK = "#1f2933"  # text and arrows
@@ -170,7 +189,7 @@ class Figure:
         if faded:
             extra.update(opacity="0.45", stroke_dasharray="4 3")
         self.rect(x, y, w, h, fill, stroke, **extra)
-        colour = FAINT if faded else INK
+        colour = MUTED if faded else INK  # faded boxes keep readable text (4.5:1 or more)
         if sub is None:
             self.centred_text(x + w / 2, y + h / 2, label, size=size, fill=colour, weight=weight)
         else:
@@ -178,7 +197,7 @@ class Figure:
             total = n * size * 1.25 + 12 * 1.25
             top = y + h / 2 - total / 2
             self.text(x + w / 2, top + size, label, size=size, fill=colour, weight=weight)
-            self.text(x + w / 2, top + n * size * 1.25 + 12, sub, size=12, fill=FAINT if faded else MUTED)
+            self.text(x + w / 2, top + n * size * 1.25 + 12, sub, size=12, fill=MUTED)
         return Box(x, y, w, h)
 
     def marker(self, colour: str) -> str:
@@ -386,24 +405,33 @@ def rnn_vs_attention() -> Figure:
     return f
 
 
+# positions' example: a sentence's pieces (ids from lesson 2's tokenizer), then <eos>, as encode_pairs writes it
+SOURCE_IDS = [315, 47, 908, EOS_ID]
+
+
 def positions() -> Figure:
     f = Figure(
         "positions",
         780,
         560,
         "The input stage: token embeddings plus sinusoidal positions",
-        "Token ids of shape (batch, seq) go through TokenEmbedding, a table lookup scaled by the square root "
-        "of d_model, giving (batch, seq, d_model). SinusoidalPositionalEncoding adds a fixed (seq, d_model) "
-        "table of sines and cosines, the same for every sentence; dropout follows, and the result, "
-        "(batch, seq, d_model), is the encoder's input.",
+        f"Source token ids of shape (batch, seq), a sentence's pieces followed by {EOS} (id {EOS_ID}), go through "
+        f"{TokenEmbedding.__name__}, a table lookup scaled by the square root of d_model, giving "
+        f"(batch, seq, d_model). {SinusoidalPositionalEncoding.__name__} adds a fixed (seq, d_model) table of sines "
+        "and cosines, the same for every sentence; dropout follows, and the result, (batch, seq, d_model), is the "
+        "encoder's input.",
     )
     cx = 200
     f.heading(30, 34, "The input stage")
     out = f.box(cx - 120, 54, 240, 46, "the encoder's input", "data", sub="(batch, seq, d_model)")
     drop = f.box(cx - 100, 140, 200, 36, "Dropout", "data")
     add = f.plus(cx, 232)
-    emb = f.box(cx - 130, 300, 260, 56, "TokenEmbedding", "embed", sub="a (vocab_size, d_model) table, × √d_model")
-    ids = f.box(cx - 120, 440, 240, 56, "token ids", "data", sub="[[2, 315, 47, 908, 3]]")
+    emb = f.box(
+        cx - 130, 300, 260, 56, TokenEmbedding.__name__, "embed", sub="a (vocab_size, d_model) table, × √d_model"
+    )
+    ids = f.box(cx - 120, 420, 240, 56, "source token ids", "data", sub=str([SOURCE_IDS]))
+    f.text(cx, ids.bottom + 22, f"the sentence's pieces, then {EOS} (id {EOS_ID})", size=12, fill=MUTED)
+    f.text(cx, ids.bottom + 40, f"a shorter sentence is padded with {PAD} (id {PAD_ID})", size=12, fill=MUTED)
     f.up(cx, ids.top, emb.bottom, "(batch, seq)")
     f.up(cx, emb.top, add.bottom, "(batch, seq, d_model)")
     f.up(cx, add.top, drop.bottom, "(batch, seq, d_model)")
@@ -411,11 +439,11 @@ def positions() -> Figure:
     # the positional encoding, with a picture of its table
     pe = Box(380, 110, 370, 380)
     f.rect(pe.x, pe.y, pe.w, pe.h, *KINDS["embed"], stroke_width="1.5")
-    f.text(pe.cx, pe.y + 26, "SinusoidalPositionalEncoding", size=15, weight="bold")
+    f.text(pe.cx, pe.y + 26, SinusoidalPositionalEncoding.__name__, size=15, weight="bold")
     f.text(pe.cx, pe.y + 50, "PE(pos, 2i) = sin(pos / 10000^(2i/d_model))", size=13)
     f.text(pe.cx, pe.y + 70, "PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model))", size=13)
     rows, cols, cell = 20, 32, 9
-    x0, y0 = pe.cx - cols * cell / 2, pe.y + 92
+    x0, y0 = pe.cx - cols * cell / 2 + 14, pe.y + 92  # shifted right: room for the rows' labels
     cells = []
     for pos in range(rows):
         for d in range(cols):
@@ -427,10 +455,10 @@ def positions() -> Figure:
                 f'fill="{diverging(value)}"/>'
             )
     f.add("<g>" + "".join(cells) + "</g>")
-    f.text(x0 - 6, y0 + 8, "pos 0", size=11, anchor="end", fill=MUTED)
-    f.text(x0 - 6, y0 + rows * cell, "pos 19", size=11, anchor="end", fill=MUTED)
-    f.text(x0, y0 + rows * cell + 16, "dimension 0", size=11, anchor="start", fill=MUTED)
-    f.text(x0 + cols * cell, y0 + rows * cell + 16, "31", size=11, anchor="end", fill=MUTED)
+    f.text(x0 - 6, y0 + 8, "pos 0", size=12, anchor="end", fill=MUTED)
+    f.text(x0 - 6, y0 + rows * cell, "pos 19", size=12, anchor="end", fill=MUTED)
+    f.text(x0, y0 + rows * cell + 16, "dimension 0", size=12, anchor="start", fill=MUTED)
+    f.text(x0 + cols * cell, y0 + rows * cell + 16, "31", size=12, anchor="end", fill=MUTED)
     f.text(pe.cx, pe.bottom - 36, "d_model = 32 here: blue −1, white 0, orange +1", size=12, fill=MUTED)
     f.text(pe.cx, pe.bottom - 16, "fixed, no weights; the same for every sentence", size=12, fill=MUTED)
     f.arrow((pe.left, add.cy), (add.right, add.cy))
@@ -482,10 +510,10 @@ def attention() -> Figure:
     cell = 16
     pad = f.grid(40, 240, 6, 6, cell, lambda i, j: j >= 4, "padding mask")
     causal = f.grid(170, 240, 6, 6, cell, lambda i, j: j > i, "causal mask")
-    f.text(pad.cx, pad.bottom + 16, "the last 2 keys\nare <pad>", size=11, fill=MUTED)
-    f.text(causal.cx, causal.bottom + 16, "no key after\nits query", size=11, fill=MUTED)
+    f.text(pad.cx, pad.bottom + 16, f"the last 2 keys\nare {PAD}", size=12, fill=MUTED)
+    f.text(causal.cx, causal.bottom + 16, "no key after\nits query", size=12, fill=MUTED)
     f.arrow((causal.right + 8, mask.cy), (mask.left - 2, mask.cy), dashed=True, colour=MUTED)
-    f.text(40, 226 - 22, "rows: queries, columns: keys", size=11, anchor="start", fill=MUTED)
+    f.text(40, 226 - 22, "rows: queries, columns: keys", size=12, anchor="start", fill=MUTED)
     f.key(40, 380, 14, 14, KEPT_CELL, PAPER, "kept", rx=0)
     f.key(40, 402, 14, 14, MASKED_CELL, PAPER, "masked: score set to −∞,\nso its weight is 0", rx=0)
     return f
@@ -537,7 +565,7 @@ def multi_head() -> Figure:
     f.text(bx, by - 12, "d_model = n_heads × d_head", size=13, anchor="start", weight="bold")
     for h in range(8):
         f.rect(bx + h * seg, by, seg, 26, KINDS["attn"][0] if h % 2 else KEPT_CELL, KINDS["attn"][1], rx=0)
-        f.text(bx + h * seg + seg / 2, by + 18, str(h + 1), size=11)
+        f.text(bx + h * seg + seg / 2, by + 18, str(h + 1), size=12)
     f.text(bx, by + 46, "the paper: 512 = 8 heads × 64", size=12, anchor="start", fill=MUTED)
     f.text(bx, by + 64, "each head sees one slice", size=12, anchor="start", fill=MUTED)
     return f
@@ -645,14 +673,15 @@ def transformer() -> Figure:
         900,
         900,
         "The whole Transformer, labelled with the package's class names",
-        "The paper's Figure 1, data flowing upward. Left, the encoder: source ids, TokenEmbedding, plus "
-        "SinusoidalPositionalEncoding, then N EncoderLayers of multi-head self-attention and FeedForward, each "
-        "with Add & Norm. Right, the decoder: target ids shifted right, the same TokenEmbedding (tied by default) "
-        "plus positions, then N "
-        "DecoderLayers of masked self-attention, cross-attention over the encoder's memory and FeedForward. "
+        f"The paper's Figure 1, data flowing upward. Left, the encoder: source ids, {TokenEmbedding.__name__}, plus "
+        f"{SinusoidalPositionalEncoding.__name__}, then N {EncoderLayer.__name__}s of multi-head self-attention and "
+        f"{FeedForward.__name__}, each with Add & Norm. Right, the decoder: target ids shifted right, the same "
+        f"{TokenEmbedding.__name__} (tied by default) plus positions, then N {DecoderLayer.__name__}s of masked "
+        "self-attention, cross-attention and FeedForward. In cross-attention the query comes from the decoder's own "
+        "stream below it, and the encoder's output, the memory, gives the keys and the values. "
         "The generator, a Linear layer from d_model to vocab_size, and a softmax give the next-token probabilities.",
     )
-    f.heading(30, 34, "The Transformer  (Transformer)")
+    f.heading(30, 34, f"The Transformer  ({Transformer.__name__})")
     f.text(30, 54, "N = n_layers layers in each stack (6 in the paper)", size=13, anchor="start", fill=MUTED)
     enc, dec, bottom = 290, 620, 664
     add_norm = ("norm", "Add & Norm", None)
@@ -660,11 +689,12 @@ def transformer() -> Figure:
     def tower(cx: float, side: int, embed: str, ids: str, ids_shape: str) -> Box:
         """Ids, embedding and positions under a stack; returns the ⊕ that feeds the stack."""
         ids_box = f.box(cx - 110, 832, 220, 48, ids, "data", sub=ids_shape)
-        emb = f.box(cx - 100, 760, 200, 46, "TokenEmbedding", "embed", sub=f"{embed}, × √d_model")
+        emb = f.box(cx - 100, 760, 200, 46, TokenEmbedding.__name__, "embed", sub=f"{embed}, × √d_model")
         add = f.plus(cx, 723)
         f.up(cx, ids_box.top, emb.bottom)
         f.up(cx, emb.top, add.bottom)
-        pe = f.box(20 if side < 0 else 670, add.cy - 22, 210, 44, "SinusoidalPositional-\nEncoding", "embed", size=13)
+        name = SinusoidalPositionalEncoding.__name__
+        pe = f.box(20 if side < 0 else 670, add.cy - 22, 210, 44, f"{name[:20]}-\n{name[20:]}", "embed", size=13)
         f.arrow((pe.right, add.cy) if side < 0 else (pe.left, add.cy), (add.left if side < 0 else add.right, add.cy))
         return add
 
@@ -680,24 +710,25 @@ def transformer() -> Figure:
             weight="bold",
         )
 
-    attn = ("attn", "multi-head self-attention", "MultiHeadAttention")
-    ffn = ("ffn", "FeedForward", "d_model → d_ff → d_model")
+    mha = MultiHeadAttention.__name__
+    attn = ("attn", "multi-head self-attention", mha)
+    ffn = ("ffn", FeedForward.__name__, "d_model → d_ff → d_model")
     # the encoder (its frame is drawn first, under its parts: a throwaway layout measures its top)
     e_items = [attn, add_norm, ffn, add_norm]
     d_items = [
-        ("attn", "masked self-attention", "MultiHeadAttention"),
+        ("attn", "masked self-attention", mha),
         add_norm,
-        ("attn", "cross-attention", "MultiHeadAttention"),
+        ("attn", "cross-attention", mha),
         add_norm,
         ffn,
         add_norm,
     ]
     e_top = bottom - sum(46 if sub else 36 for _, _, sub in e_items) - 30 * (len(e_items) - 1) - 34
     d_top = bottom - sum(46 if sub else 36 for _, _, sub in d_items) - 30 * (len(d_items) - 1) - 34
-    frame(enc, e_top, "EncoderLayer × N", -1)
-    frame(dec, d_top, "DecoderLayer × N", 1)
+    frame(enc, e_top, f"{EncoderLayer.__name__} × N", -1)
+    frame(dec, d_top, f"{DecoderLayer.__name__} × N", 1)
     e_add = tower(enc, -1, "src_embed", "source ids", "(batch, src_len)")
-    d_add = tower(dec, 1, "tgt_embed (tied)", "target ids, shifted right", "(batch, tgt_len), from <bos>")
+    d_add = tower(dec, 1, "tgt_embed (tied)", "target ids, shifted right", f"(batch, tgt_len), from {BOS}")
     e = stack(f, enc, e_items, bottom, gap=30)
     d = stack(f, dec, d_items, bottom, gap=30)
     f.up(enc, e_add.top, e[0].bottom)
@@ -707,9 +738,18 @@ def transformer() -> Figure:
     residual(f, dec, d[0].bottom + 18, d[1], 1, 125)
     for start, end in [(1, 3), (3, 5)]:
         residual(f, dec, (d[start].top + d[start + 1].bottom) / 2, d[end], 1, 125)
-    # the memory: the encoder's output feeds every decoder layer's cross-attention
-    f.arrow((enc, e[-1].top), (enc, e_top - 30), (445, e_top - 30), (445, d[2].cy), (d[2].left, d[2].cy))
-    f.text(enc + 8, e_top - 40, "memory (batch, src_len, d_model)", size=12, anchor="start", fill=MUTED)
+    # the memory: the encoder's output gives every decoder layer's cross-attention its keys and values;
+    # the query comes from below, the decoder's own stream
+    cross, turn = d[2], e_top - 30
+    k_in, v_in = cross.cy - 9, cross.cy + 9
+    f.arrow((enc, e[-1].top), (enc, turn), (450, turn), (450, v_in), (cross.left, v_in))
+    f.dot(450, k_in)
+    f.arrow((450, k_in), (cross.left, k_in))
+    f.text(cross.left - 26, k_in - 5, "K", size=13, weight="bold")
+    f.text(cross.left - 26, v_in + 16, "V", size=13, weight="bold")
+    f.text(dec - 8, cross.bottom + 18, "Q", size=13, anchor="end", weight="bold")
+    f.text((enc + 450) / 2, turn - 24, "memory", size=12, fill=MUTED)
+    f.text((enc + 450) / 2, turn - 8, "(batch, src_len, d_model)", size=12, fill=MUTED)
     # the output
     gen = f.box(dec - 110, d_top - 26 - 44, 220, 44, "Linear", "out", sub="generator: d_model → vocab_size")
     soft = f.box(dec - 80, gen.top - 26 - 32, 160, 32, "Softmax", "out")
@@ -789,49 +829,135 @@ def token_batching() -> Figure:
             weight="bold",
         )
     f.key(40, 386, 14, 14, KEPT_CELL, PAPER, "a token", rx=0)
-    f.key(140, 386, 14, 14, PAD_CELL, PAPER, "padding (<pad>): computed, then masked and thrown away", rx=0)
+    f.key(140, 386, 14, 14, PAD_CELL, PAPER, f"padding ({PAD}): computed, then masked and thrown away", rx=0)
     return f
 
 
-# Beam search's example: each node is (token, log-probability of that token); children follow.
+# Beam search's example: each node is (token, log-probability of that token given the prefix above
+# it); children follow. Only the kept hypotheses' children are ever scored, so a pruned node has
+# none. Greedy would follow the most probable child at every step: A man rides <eos>. Beam search
+# also keeps "Two", second at step 1, and "Two men ride <eos>" ends with the better total.
 BEAM_TREE = (
-    "<bos>",
+    BOS,
     0.0,
     [
         (
             "A",
-            -0.3,
+            -0.6,
             [
                 (
                     "man",
-                    -0.4,
+                    -0.5,
                     [
-                        ("rides", -0.5, [("<eos>", -0.2, []), ("a", -0.9, [])]),
-                        ("is", -0.6, [("riding", -0.3, []), ("running", -1.2, [])]),
+                        ("rides", -0.7, [(EOS, -0.6, []), ("a", -1.2, [])]),
+                        ("is", -1.0, []),
                     ],
                 ),
-                ("dog", -1.2, [("runs", -0.3, [])]),
+                ("dog", -1.6, []),
             ],
         ),
-        ("Two", -1.5, [("men", -0.3, []), ("dogs", -1.4, [])]),
-        ("The", -2.0, []),
+        (
+            "Two",
+            -1.0,
+            [
+                (
+                    "men",
+                    -0.3,
+                    [
+                        ("ride", -0.2, [(EOS, -0.2, []), ("bikes", -2.0, [])]),
+                        ("are", -1.9, []),
+                    ],
+                ),
+                ("dogs", -1.8, []),
+            ],
+        ),
+        ("The", -3.0, []),
     ],
 )
-BEAM_WIDTH = 2
+BEAM_WIDTH, BEAM_STEPS = 2, 4
+
+
+def beam_columns(tree: tuple = BEAM_TREE, width: int = BEAM_WIDTH, steps: int = BEAM_STEPS) -> list[list[dict]]:
+    """The search, step by step: column s holds every hypothesis scored at step s (column 0: the root).
+
+    Each node is a dict: ``token``, ``score`` (the sum of log-probabilities from the root), ``parent``,
+    ``children`` (the tree's), ``rank`` among its column's scores (1 is best) and ``kept`` (rank <= width).
+    Only kept hypotheses that have not ended with <eos> are extended; a finished one stays in the beam
+    unchanged, as ``transformer_lib.decoding.beam_search`` keeps it, so it is drawn once, at its step.
+    """
+    root = {"token": tree[0], "score": 0.0, "children": tree[2], "parent": None, "rank": 1, "kept": True}
+    columns = [[root]]
+    for _ in range(steps):
+        column = [
+            {"token": token, "score": round(parent["score"] + logp, 1), "children": children, "parent": parent}
+            for parent in columns[-1]
+            if parent["kept"] and parent["token"] != EOS
+            for token, logp, children in parent["children"]
+        ]
+        for rank, node in enumerate(sorted(column, key=lambda n: -n["score"]), start=1):
+            node["rank"], node["kept"] = rank, rank <= width
+        columns.append(column)
+    return columns
+
+
+def hypothesis(node: dict) -> list[str]:
+    """The tokens from the root to ``node``, the root excluded."""
+    tokens = []
+    while node["parent"] is not None:
+        tokens.append(node["token"])
+        node = node["parent"]
+    return tokens[::-1]
+
+
+def greedy_path(tree: tuple = BEAM_TREE) -> tuple[list[str], float]:
+    """Greedy decoding on the same tree: the most probable child at every step, and its total score."""
+    tokens, score, children = [], 0.0, tree[2]
+    while children:
+        token, logp, children = max(children, key=lambda child: child[1])
+        tokens.append(token)
+        score = round(score + logp, 1)
+        if token == EOS:
+            break
+    return tokens, score
+
+
+def beam_winner(columns: list[list[dict]]) -> dict:
+    """The best finished hypothesis in the final beam (all kept ones are finished here)."""
+    return max((n for n in columns[-1] if n["kept"] and n["token"] == EOS), key=lambda n: n["score"])
+
+
+def minus(score: float) -> str:
+    """A score as the figure writes it: one decimal, a true minus sign."""
+    return "0.0" if score == 0 else f"{score:.1f}".replace("-", "−")
 
 
 def beam_search() -> Figure:
+    columns = beam_columns()
+    winner = beam_winner(columns)
+    won, won_text = hypothesis(winner), " ".join(hypothesis(winner))
+    greedy, greedy_score = greedy_path()
+    greedy_text = " ".join(greedy)
+    # the first step at which the winner's prefix ranked second
+    prefix, second = winner, None
+    while prefix["parent"] is not None:
+        if prefix["rank"] == 2:
+            second = prefix
+        prefix = prefix["parent"]
+    second_text, second_step = " ".join(hypothesis(second)), len(hypothesis(second))
     f = Figure(
         "beam_search",
         900,
-        470,
-        "Beam search with beam width 2, over four steps",
-        "A tree of hypotheses growing left to right from <bos>. Each node shows a token and the hypothesis's "
-        "score, the sum of its tokens' log-probabilities. At each step only the two best hypotheses are kept "
-        "(highlighted) and extended; the others are pruned (faded). At step 4 the best hypothesis, 'A man rides', "
-        "ends with <eos> and is finished.",
+        560,
+        f"Beam search with beam width {BEAM_WIDTH}, over {BEAM_STEPS} steps: the winner was second at step "
+        f"{second_step}",
+        f"A tree of hypotheses growing left to right from {BOS}. Each node shows a token and the hypothesis's "
+        f"score, the sum of its tokens' log-probabilities. At each step only the {BEAM_WIDTH} best hypotheses are "
+        f"kept (highlighted, with their rank) and extended; the others are pruned (faded). '{second_text}' ranks "
+        f"second at step {second_step}, yet '{won_text}' wins with {minus(winner['score'])}. Greedy decoding, "
+        f"taking the most probable token at each step, follows '{greedy_text}' and ends with "
+        f"{minus(greedy_score)}.",
     )
-    f.heading(30, 34, "Beam search, beam width 2")
+    f.heading(30, 34, f"Beam search, beam width {BEAM_WIDTH}")
     f.text(
         30,
         54,
@@ -840,57 +966,77 @@ def beam_search() -> Figure:
         anchor="start",
         fill=MUTED,
     )
-    xs, w, h, gap = [80, 240, 420, 600, 780], 120, 44, 66
-    # walk the tree step by step: the frontier holds the kept nodes; their children compete
-    root = {"token": BEAM_TREE[0], "score": 0.0, "children": BEAM_TREE[2], "kept": True}
-    columns = [[root]]
-    for _ in range(4):
-        column = []
-        for parent in columns[-1]:
-            if parent["kept"] and parent["token"] != "<eos>":
-                for token, logp, children in parent["children"]:
-                    node = {
-                        "token": token,
-                        "score": round(parent["score"] + logp, 1),
-                        "children": children,
-                        "parent": parent,
-                        "kept": False,
-                    }
-                    column.append(node)
-        for node in sorted(column, key=lambda n: -n["score"])[:BEAM_WIDTH]:
-            node["kept"] = True
-        columns.append(column)
+    xs, w, h, gap = [80, 240, 420, 600, 780], 120, 44, 70
+    won_nodes, greedy_nodes = set(), set()
     for step, (x, column) in enumerate(zip(xs, columns, strict=True)):
         if step:
-            f.text(x, 88, f"step {step}", size=13, weight="bold", fill=MUTED)
-        top = 260 - (len(column) - 1) * gap / 2
+            f.text(x, 92, f"step {step}", size=13, weight="bold", fill=MUTED)
+        top = 270 - (len(column) - 1) * gap / 2
         for i, node in enumerate(column):
             node["box"] = Box(x - w / 2, top + i * gap - h / 2, w, h)
+            if hypothesis(node) == won[: len(hypothesis(node))]:
+                won_nodes.add(id(node))
+            if hypothesis(node) == greedy[: len(hypothesis(node))]:
+                greedy_nodes.add(id(node))
+    winner_colour, greedy_colour = KINDS["ffn"][1], KINDS["new"][1]
     for column in columns[1:]:
         for node in column:
             parent, box = node["parent"]["box"], node["box"]
-            colour = INK if node["kept"] else FAINT
+            colour = (
+                winner_colour
+                if id(node) in won_nodes
+                else greedy_colour
+                if id(node) in greedy_nodes
+                else INK
+                if node["kept"]
+                else FAINT
+            )
             f.arrow(
                 (parent.right, parent.cy),
                 (box.left - 2, box.cy),
                 colour=colour,
                 dashed=not node["kept"],
-                width=1.8 if node["kept"] else 1.2,
+                width=2.6 if colour in (winner_colour, greedy_colour) else 1.6 if node["kept"] else 1.2,
             )
-    for column in columns:
+    for step, column in enumerate(columns):
         for node in column:
             b = node["box"]
-            finished = node["kept"] and node["token"] == "<eos>"
+            finished = node["kept"] and node["token"] == EOS
             kind = "ffn" if finished else "attn" if node["kept"] else "data"
-            score = "0.0" if node["score"] == 0 else f"{node['score']:.1f}".replace("-", "−")
-            f.box(b.x, b.y, b.w, b.h, node["token"], kind, sub=score, faded=not node["kept"], weight="bold")
+            f.box(b.x, b.y, b.w, b.h, node["token"], kind, sub=minus(node["score"]), faded=not node["kept"],
+                  weight="bold")  # fmt: skip
             if finished:
                 f.rect(b.x - 4, b.y - 4, b.w + 8, b.h + 8, "none", KINDS["ffn"][1], rx=9, stroke_width="1.5")
-                f.text(b.cx, b.top - 12, "finished", size=12, weight="bold", fill=KINDS["ffn"][1])
-    ly = 420
-    f.key(30, ly, 22, 16, *KINDS["attn"], "kept in the beam")
-    f.key(200, ly, 22, 16, *KINDS["data"], "pruned: not among the 2 best", opacity="0.45", stroke_dasharray="4 3")
-    f.key(440, ly, 22, 16, *KINDS["ffn"], "finished: ends with <eos>, stays in the beam unchanged")
+            if step and node["kept"]:
+                rank = "1st" if node["rank"] == 1 else "2nd"
+                f.text(b.left, b.top - (9 if finished else 6), rank, size=12, anchor="start", weight="bold")
+    w_box = winner["box"]
+    f.text(w_box.right + 4, w_box.top - 9, "the winner", size=12, anchor="end", weight="bold", fill=winner_colour)
+    ly = 462
+    f.key(30, ly, 22, 16, *KINDS["attn"], "kept in the beam (1st, 2nd)")
+    f.key(250, ly, 22, 16, *KINDS["data"], f"pruned: not among the {BEAM_WIDTH} best", opacity="0.45",
+          stroke_dasharray="4 3")  # fmt: skip
+    f.key(500, ly, 22, 16, *KINDS["ffn"], f"finished: ends with {EOS}, stays in the beam")
+    f.arrow((30, ly + 38), (52, ly + 38), colour=winner_colour, width=2.6)
+    f.text(
+        60,
+        ly + 42,
+        f"beam search: {won_text}  {minus(winner['score'])}; '{second_text}' was only 2nd at step {second_step}",
+        size=13,
+        anchor="start",
+        weight="bold",
+        fill=winner_colour,
+    )
+    f.arrow((30, ly + 62), (52, ly + 62), colour=greedy_colour, width=2.6)
+    f.text(
+        60,
+        ly + 66,
+        f"greedy, the most probable token at each step: {greedy_text}  {minus(greedy_score)}",
+        size=13,
+        anchor="start",
+        weight="bold",
+        fill=greedy_colour,
+    )
     return f
 
 
@@ -898,13 +1044,14 @@ def kv_cache() -> Figure:
     f = Figure(
         "kv_cache",
         900,
-        430,
+        570,
         "The key-value cache during decoding",
-        "Three decoding steps, one a row. At step t only the new token is fed in: its key and value are appended "
+        "Three decoding steps, one a row. At step t only the new token is fed in: from its vector x_t the layer's "
+        "projections compute its query q_t (W_Q), key k_t (W_K) and value v_t (W_V). k_t and v_t are appended "
         "to the cached K and V (orange), the earlier ones are read from the cache (blue), and only the new "
         "token's query attends over the whole cache, giving one new output row.",
     )
-    f.heading(30, 34, "The key-value cache  (KVCache)")
+    f.heading(30, 34, f"The key-value cache  ({KVCache.__name__})")
     f.text(
         30,
         54,
@@ -913,34 +1060,56 @@ def kv_cache() -> Figure:
         anchor="start",
         fill=MUTED,
     )
-    heads = [(95, "new token"), (205, "its query"), (370, "K cache"), (630, "V cache"), (820, "output")]
+    heads = [(100, "new token"), (205, "its query"), (370, "K cache"), (630, "V cache"), (820, "output")]
     for x, label in heads:
         f.text(x, 92, label, size=13, weight="bold")
-    f.text(370, 110, "(batch, n_heads, t, d_head)", size=11, fill=MUTED)
-    f.text(630, 110, "(batch, n_heads, t, d_head)", size=11, fill=MUTED)
-    words = ["<bos>", "A", "man"]
+    f.text(100, 110, "(batch, 1, d_model)", size=12, fill=MUTED)
+    f.text(370, 110, "(batch, n_heads, t, d_head)", size=12, fill=MUTED)
+    f.text(630, 110, "(batch, n_heads, t, d_head)", size=12, fill=MUTED)
+    words = [BOS, "A", "man"]
     cw, ch = 44, 34
+    accent = KINDS["new"][1]
     for t in range(1, 4):
-        cy = 100 + 70 * t
+        cy = 100 + 90 * t
         f.text(20, cy + 4, f"t = {t}", size=12, anchor="start", fill=MUTED)
-        token = f.box(60, cy - 18, 80, 36, words[t - 1], "data", weight="bold")
+        token = f.box(60, cy - 22, 80, 44, words[t - 1], "data", sub=f"x{t}", weight="bold")
         q = f.box(180, cy - ch / 2, 50, ch, f"q{t}", "new")
-        f.arrow((token.right, cy), (q.left, cy))
+        f.arrow((token.right, cy), (q.left, cy), colour=accent)
+        f.text((token.right + q.left) / 2, cy - 7, "W_Q", size=12, fill=accent, weight="bold")
+        new = {}
         for name, x0 in (("k", 280), ("v", 540)):
             for i in range(1, t + 1):
-                f.box(x0 + (i - 1) * cw, cy - ch / 2, cw - 4, ch, f"{name}{i}", "new" if i == t else "attn")
+                cell = f.box(x0 + (i - 1) * cw, cy - ch / 2, cw - 4, ch, f"{name}{i}", "new" if i == t else "attn")
+            new[name] = cell
+        # k_t and v_t come from the same x_t, through W_K and W_V
+        low = cy + 40
+        f.arrow((token.cx, token.bottom), (token.cx, low), (new["v"].cx, low), (new["v"].cx, new["v"].bottom),
+                colour=accent)  # fmt: skip
+        f.dot(new["k"].cx, low, colour=accent)
+        f.arrow((new["k"].cx, low), (new["k"].cx, new["k"].bottom), colour=accent)
+        f.text(new["k"].cx + 6, low - 6, "W_K", size=12, anchor="start", fill=accent, weight="bold")
+        f.text(new["v"].cx + 6, low - 6, "W_V", size=12, anchor="start", fill=accent, weight="bold")
         f.arrow((q.right, cy), (276, cy))
         f.arrow((280 + t * cw, cy), (536, cy))
         f.arrow((540 + t * cw, cy), (770, cy))
         f.box(772, cy - ch / 2, 96, ch, "1 new row", "data", size=12)
-    f.text(430, 162, "softmax(q kᵀ / √d_head)", size=11, fill=MUTED)
-    f.text(700, 162, "weights · V", size=11, fill=MUTED)
-    ly = 350
-    f.key(30, ly, 22, 16, *KINDS["new"], "computed this step: the new token's q, k and v; k and v are appended")
+    f.text(430, 182, "softmax(q kᵀ / √d_head)", size=12, fill=MUTED)
+    f.text(700, 182, "weights · V", size=12, fill=MUTED)
+    ly = 456
+    f.key(30, ly, 22, 16, *KINDS["new"], "computed this step, from the new token's x_t: q_t, k_t and v_t")
     f.key(30, ly + 26, 22, 16, *KINDS["attn"], "read from the cache, not computed again")
     f.text(
         30,
-        ly + 66,
+        ly + 64,
+        "W_Q, W_K, W_V: the attention layer's q_proj, k_proj and v_proj, then split into heads; k_t and v_t are "
+        "appended.",
+        size=12,
+        anchor="start",
+        fill=MUTED,
+    )
+    f.text(
+        30,
+        ly + 86,
         "Without a cache, step t would compute the keys and values of all t tokens again.",
         size=12,
         anchor="start",
@@ -1074,15 +1243,19 @@ def cuda_graph() -> Figure:
 
 
 def family() -> Figure:
+    BERT, GPT = bert.BERT.__name__, gpt.GPT.__name__
+    layer, dlayer = EncoderLayer.__name__, DecoderLayer.__name__
     f = Figure(
         "family",
         900,
         480,
         "The Transformer's family and their attention masks",
-        "Three panels. Encoder-only, like BERT: bidirectional attention, every token sees every token (a full mask "
-        "grid). Decoder-only, like GPT: causal attention, each token sees itself and earlier tokens (a lower "
-        "triangle). Encoder-decoder, like T5 and the original Transformer: a full mask in the encoder, a causal mask "
-        "in the decoder, and cross-attention from every target token to every source token.",
+        f"Three panels. Encoder-only, like BERT (family.{BERT}): a stack of {layer}s with bidirectional attention, "
+        f"every token sees every token; only {PAD} keys are masked (a full mask grid, as this sentence has no "
+        f"padding). Decoder-only, like GPT (family.{GPT}): the same {layer}s, run with a causal mask, so each token "
+        f"sees itself and earlier tokens (a lower triangle); without cross-attention a decoder layer is an encoder "
+        f"layer. Encoder-decoder, like T5 and the original {Transformer.__name__}: {layer}s with a padding mask, "
+        f"{dlayer}s with a causal mask, and cross-attention from every target token to every source token.",
     )
     f.heading(450, 32, "One architecture, three families", anchor="middle")
     f.text(450, 52, "masks: rows are queries, columns are keys; grey cells are masked", size=12, fill=MUTED)
@@ -1092,48 +1265,51 @@ def family() -> Figure:
         (
             150,
             "Encoder-only",
-            "BERT (family.BERT)",
-            "bidirectional: every token\nsees every token",
+            f"BERT (family.{BERT})",
+            f"bidirectional: every token sees\nevery token; only {PAD} is hidden",
             "fill in masked words,\nclassify, tag",
         ),
         (
             450,
             "Decoder-only",
-            "GPT (family.GPT)",
+            f"GPT (family.{GPT})",
             "causal: each token sees\nitself and the tokens before",
             "generate text, one\nnext token at a time",
         ),
         (
             750,
             "Encoder-decoder",
-            "T5; the original (Transformer)",
-            "encoder full, decoder causal,\ncross: all source",
+            f"T5; the original ({Transformer.__name__})",
+            "encoder: padding mask; decoder:\ncausal; cross: every source token",
             "translate, summarise:\ntext in, text out",
         ),
     ]
     for cx, title, sub, mask_note, uses in panels:
         f.text(cx, 84, title, size=16, weight="bold")
         f.text(cx, 104, sub, size=13, fill=MUTED)
-        f.text(cx, 390, mask_note, size=12, fill=MUTED)
+        f.text(cx, 386, mask_note, size=12, fill=MUTED)
         f.text(cx, 436, "uses: " + uses.split("\n")[0], size=13)
         f.text(cx, 453, uses.split("\n")[1], size=13)
-    # the blocks
-    f.box(150 - 90, 122, 180, 56, "encoder layers × N", "attn", sub="self-attention, no mask")
-    f.box(450 - 90, 122, 180, 56, "decoder layers × N", "attn", sub="causal, no cross-attention")
-    enc = f.box(630, 122, 110, 56, "encoder", "attn", sub="× N")
-    dec = f.box(770, 122, 110, 56, "decoder", "attn", sub="× N")
+    # the blocks, named as the code builds them
+    f.box(150 - 100, 122, 200, 56, f"{layer} × N", "attn", sub="self-attention, padding mask")
+    f.box(450 - 100, 122, 200, 56, f"{layer} × N", "attn", sub="self-attention, causal mask")
+    f.text(450, 204, "no cross-attention: the same layer as BERT's", size=12, fill=MUTED)
+    enc = f.box(612, 122, 122, 56, "encoder", "attn", sub=f"{layer} × N")
+    dec = f.box(766, 122, 122, 56, "decoder", "attn", sub=f"{dlayer} × N")
     f.arrow((enc.right, enc.cy), (dec.left, dec.cy))
     # the masks (rows: queries, columns: keys)
-    f.grid(100, 240, 5, 5, 20, lambda i, j: False, "every token, both ways")
-    f.grid(400, 240, 5, 5, 20, lambda i, j: j > i, "no looking ahead")
-    f.grid(620, 240, 5, 5, 13, lambda i, j: False, "encoder")
-    f.grid(718, 240, 5, 5, 13, lambda i, j: j > i, "decoder")
-    f.grid(816, 240, 5, 5, 13, lambda i, j: False, "cross")
+    f.grid(100, 244, 5, 5, 20, lambda i, j: False, "every token, both ways")
+    f.grid(400, 244, 5, 5, 20, lambda i, j: j > i, "no looking ahead")
+    f.grid(620, 244, 5, 5, 13, lambda i, j: False, "encoder")
+    f.grid(718, 244, 5, 5, 13, lambda i, j: j > i, "decoder")
+    f.grid(816, 244, 5, 5, 13, lambda i, j: False, "cross")
     return f
 
 
-# book_map's links: from book/_static/figures/ (the SVG's own address decides) to each lesson's page
+# book_map's links: from book/_static/figures/ (the SVG's own address decides) to each lesson's page.
+# Every notebook in notebooks/ has a part: the lessons by number, the appendix as "A".
 LESSONS = {
+    "01": "01_why_attention",
     "02": "02_tokens",
     "03": "03_embeddings_and_positions",
     "04": "04_attention",
@@ -1144,6 +1320,9 @@ LESSONS = {
     "09": "09_training",
     "10": "10_decoding",
     "11": "11_multi30k",
+    "12": "12_efficiency",
+    "13": "13_family",
+    "A": "appendix_cpu_recipe",
 }
 
 
@@ -1152,15 +1331,21 @@ def lesson_url(number: str) -> str:
     return f"../../notebooks/{LESSONS[number]}.html"
 
 
+def lesson_name(number: str) -> str:
+    """How a link names its page: "Lesson 4", or "The appendix"."""
+    return "The appendix" if number == "A" else f"Lesson {int(number)}"
+
+
 def book_map() -> Figure:
     f = Figure(
         "book_map",
         900,
-        700,
+        870,
         "The map of the book: the Transformer, each part linked to its lesson",
-        "The Transformer drawn once, each part a link to the lesson that builds it: tokens (lesson 2), embeddings "
-        "and positions (3), attention (4), multi-head attention (5), the encoder (6), the decoder (7), the whole "
-        "model (8), training (9), decoding (10) and the German-English translator (11).",
+        "The Transformer drawn once, each part a link to the lesson that builds it: why attention (lesson 1), "
+        "tokens (2), embeddings and positions (3), attention (4), multi-head attention (5), the encoder (6), the "
+        "decoder (7), the whole model (8), training (9), decoding (10) and the German-English translator (11); "
+        "above them, efficiency (12), the family of BERT and GPT (13) and the appendix's CPU recipe.",
         image=False,
     )
     f.add("<style>a:hover .part{stroke-width:3px} a:focus .part{stroke-width:3px}</style>")
@@ -1171,7 +1356,7 @@ def book_map() -> Figure:
 
     def part(number: str, box: Box, kind: str, label: str, sub: str | None = None, title: str = "") -> None:
         """A linked box with its lesson's number in a badge at its top-left corner."""
-        f.link(lesson_url(number), f"Lesson {int(number)}: {title or label}")
+        f.link(lesson_url(number), f"{lesson_name(number)}: {title or label}")
         fill, stroke = KINDS[kind]
         f.add(
             f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
@@ -1194,15 +1379,21 @@ def book_map() -> Figure:
         anchor="start",
         fill=MUTED,
     )
+    # beyond the model: efficiency, the family, the appendix
+    part("12", Box(30, 72, 270, 56), "new", "Efficiency", "FlashAttention, caches, precision", title="Efficiency")
+    part("13", Box(330, 72, 260, 56), "new", "The family", "BERT, GPT, Vision Transformer", title="The family")
+    part("A", Box(620, 72, 250, 56), "new", "The CPU recipe", "tuning the translator on a CPU",
+         title="tuning the CPU recipe")  # fmt: skip
+    d = 84  # everything below sits under that row
     # what the model is for: training, decoding, the translator
-    train = Box(30, 72, 270, 56)
-    decode = Box(330, 72, 260, 56)
-    translate = Box(620, 72, 250, 56)
+    train = Box(30, 72 + d, 270, 56)
+    decode = Box(330, 72 + d, 260, 56)
+    translate = Box(620, 72 + d, 250, 56)
     part("09", train, "out", "Training", "loss, warm-up, batches")
     part("10", decode, "out", "Decoding", "greedy, beam search, cache")
     part("11", translate, "out", "The translator", "German → English", title="The translator: Multi30k")
     # the whole model: one linked frame, drawn first so its parts sit on top
-    whole = Box(30, 150, 840, 450)
+    whole = Box(30, 150 + d, 840, 450)
     f.link(lesson_url("08"), "Lesson 8: the whole Transformer")
     f.add(
         f'<rect class="part" x="{num(whole.x)}" y="{num(whole.y)}" width="{num(whole.w)}" height="{num(whole.h)}" '
@@ -1210,44 +1401,49 @@ def book_map() -> Figure:
     )
     badge(whole.x + 22, whole.y + 22, "08")
     f.text(whole.x + 44, whole.y + 27, "The whole Transformer", size=15, anchor="start", weight="bold")
-    gen = f.box(520, 170, 300, 44, "Linear + softmax", "out", sub="next-token probabilities")
+    gen = f.box(520, 170 + d, 300, 44, "Linear + softmax", "out", sub="next-token probabilities")
     f.end_link()
     # the encoder, with multi-head attention and attention inside it
-    enc = Box(60, 300, 370, 210)
+    enc = Box(60, 300 + d, 370, 210)
     part_frame(f, "06", enc, "Encoder  (× N)", badge)
-    f.box(90, 346, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
-    mha = Box(90, 402, 310, 96)
+    f.box(90, 346 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
+    mha = Box(90, 402 + d, 310, 96)
     part("05", mha, "attn", "", title="Multi-head attention")
     f.text(mha.x + 44, mha.y + 25, "Multi-head attention", size=14, anchor="start", weight="bold")
-    part("04", Box(130, 438, 250, 48), "linear", "Attention", "softmax(QKᵀ/√d_k) V", title="Attention")
+    part("04", Box(130, 438 + d, 250, 48), "linear", "Attention", "softmax(QKᵀ/√d_k) V", title="Attention")
     # the decoder
-    dec = Box(470, 240, 370, 270)
+    dec = Box(470, 240 + d, 370, 270)
     part_frame(f, "07", dec, "Decoder  (× N)", badge)
-    f.box(500, 286, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
-    cross = f.box(500, 346, 310, 52, "cross-attention", "attn", size=13, sub="Q from the decoder, K and V from memory")
-    f.box(500, 418, 310, 52, "masked self-attention", "attn", size=13, sub="no looking ahead")
+    f.box(500, 286 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
+    cross = f.box(
+        500, 346 + d, 310, 52, "cross-attention", "attn", size=13, sub="Q from the decoder, K and V from memory"
+    )
+    f.box(500, 418 + d, 310, 52, "masked self-attention", "attn", size=13, sub="no looking ahead")
     # how they connect
-    f.arrow((245, enc.top), (245, 270), (450, 270), (450, cross.cy), (cross.left, cross.cy))
-    f.text(255, 262, "memory", size=12, anchor="start", fill=MUTED)
+    f.arrow((245, enc.top), (245, 270 + d), (450, 270 + d), (450, cross.cy), (cross.left, cross.cy))
+    f.text(255, 262 + d, "memory", size=12, anchor="start", fill=MUTED)
     f.arrow((gen.cx, dec.top), (gen.cx, gen.bottom))
     f.arrow((560, gen.top), (560, decode.bottom))
-    f.arrow((gen.left, 204), (165, 204), (165, train.bottom))
+    f.arrow((gen.left, 204 + d), (165, 204 + d), (165, train.bottom))
     f.arrow((decode.right, decode.cy), (translate.left, translate.cy))
-    # embeddings, tokens
-    emb = Box(60, 530, 780, 54)
+    # embeddings, tokens, and where the book starts
+    emb = Box(60, 530 + d, 780, 54)
     part("03", emb, "embed", "Embeddings and positions", "× √d_model, + sinusoidal positional encoding")
     f.arrow((245, emb.top), (245, enc.bottom))
     f.arrow((655, emb.top), (655, dec.bottom))
-    tokens = Box(60, 620, 780, 54)
+    tokens = Box(60, 620 + d, 780, 54)
     part("02", tokens, "data", "Tokens", "\u201cEin Hund rennt.\u201d → subword ids, and back", title="Tokens")
     f.arrow((245, tokens.top), (245, emb.bottom))
     f.arrow((655, tokens.top), (655, emb.bottom))
+    start = Box(60, 710 + d, 780, 54)
+    part("01", start, "data", "Why attention", "start here: a recurrent network against self-attention",
+         title="Why attention")  # fmt: skip
     return f
 
 
 def part_frame(f: Figure, number: str, box: Box, label: str, badge: Callable[[float, float, str], None]) -> None:
     """A linked frame (a stack of layers) with its lesson's badge and name at its top-left corner."""
-    f.link(lesson_url(number), f"Lesson {int(number)}: the {label.split()[0].lower()}")
+    f.link(lesson_url(number), f"{lesson_name(number)}: the {label.split()[0].lower()}")
     f.add(
         f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
         f'rx="10" fill="#eef2f7" stroke="#64748b" stroke-width="1.5"/>'
