@@ -109,7 +109,8 @@ def lesson_names(path: Path) -> tuple[set[str], dict[str, tuple[str, str]]]:
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type != "code":
             continue
-        lines = [line for line in cell.source.splitlines() if not line.lstrip().startswith(("!", "%"))]
+        # a shell or magic line (`!python ...`) as a statement that defines nothing
+        lines = [re.sub(r"^(\s*)[!%].*", r"\1pass", line) for line in cell.source.splitlines()]
         for node in ast.walk(ast.parse("\n".join(lines))):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 names.add(node.name)
