@@ -166,3 +166,266 @@ def test_a_diagram_with_no_file_is_a_warning_that_names_it(extension, caplog):
     uris, _ = transformed(extension, PUBLISHED + "no_such_figure.svg")
     assert uris == ["/book/_static/figures/no_such_figure.svg"]
     assert "no diagram /book/_static/figures/no_such_figure.svg" in caplog.text
+
+
+def test_each_diagram_on_the_site_opens_full_size(extension):
+    """On the HTML site a diagram is a link to its own SVG file (zoomable on a phone); the book map's
+    <object> is followed by one. Other images are left alone."""
+    document = new_document("lesson.md")
+    builder = SimpleNamespace(name="html", format="html", get_target_uri=lambda docname: docname + ".html")
+    document.settings.env = SimpleNamespace(docname="notebooks/04_attention", app=SimpleNamespace(builder=builder))
+    section = nodes.section()
+    document += section
+    diagram = nodes.image(uri="book/_static/figures/attention.svg", alt="Q and K meet in a matrix product")
+    plot = nodes.image(uri="_build/jupyter_execute/plot.png", alt="a plot")
+    section += nodes.paragraph("", "", diagram)
+    section += nodes.paragraph("", "", plot)
+    obj = '<object class="book-map" type="image/svg+xml" data="../_static/figures/book_map.svg"></object>'
+    section += nodes.raw("", obj, format="html")
+    extension.FullSizeLinks(document).apply()
+    link = diagram.parent
+    assert isinstance(link, nodes.reference) and link["refuri"] == "../_static/figures/attention.svg"
+    assert link["reftitle"] == "Open the diagram full size"
+    assert (ROOT / "book" / link["refuri"].removeprefix("../")).is_file()  # html_static_path serves book/_static
+    assert not isinstance(plot.parent, nodes.reference)
+    after = section[section.index(next(section.findall(nodes.raw))) + 1]
+    opened = next(after.findall(nodes.reference))
+    assert opened["refuri"] == "../_static/figures/book_map.svg" and opened.astext() == "Open the map full size"
+    extension.FullSizeLinks(document).apply()  # a second pass wraps nothing twice
+    assert isinstance(diagram.parent, nodes.reference) and not isinstance(diagram.parent.parent, nodes.reference)
+    assert len(list(section.findall(lambda n: isinstance(n, nodes.paragraph) and "diagram-open" in n["classes"]))) == 1
+
+
+# -- what the diagrams say about the package ------------------------------------------------------
+
+
+def svg_texts(name: str) -> list[str]:
+    """Every <text> of a figure, its lines joined by a space."""
+    root = ET.parse(FIGURES / f"{name}.svg").getroot()
+    return [" ".join(t.itertext()) for t in root.iter(f"{SVG}text")]
+
+
+def test_special_tokens_in_the_diagrams_are_the_packages(draw):
+    from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
+
+    assert (draw.PAD, draw.BOS, draw.EOS) == tuple(
+        next(n for n, i in SPECIAL_TOKENS.items() if i == wanted) for wanted in (PAD_ID, BOS_ID, EOS_ID)
+    )
+    for name in PLAN:
+        named = set(re.findall(r"<[a-z]+>", " ".join(svg_texts(name))))
+        assert named <= set(SPECIAL_TOKENS), f"{name}.svg names {named - set(SPECIAL_TOKENS)}, not the package's"
+    # the example source: a sentence's pieces, then <eos>, no <bos> (transformer_lib.batching.encode_pairs)
+    texts = svg_texts("positions")
+    ids = [json.loads(t) for t in texts if re.fullmatch(r"\[\[[\d, ]+\]\]", t)]
+    assert ids == [[draw.SOURCE_IDS]] and draw.SOURCE_IDS[-1] == EOS_ID and BOS_ID not in draw.SOURCE_IDS
+    specials = {f"{token} (id {i})" for token, i in SPECIAL_TOKENS.items()}
+    said = {m for t in texts for m in re.findall(r"<[a-z]+> \(id \d+\)", t)}
+    assert said and said <= specials, said
+
+
+NOT_THE_PACKAGES = {"LayerNorm", "MatMul", "FlashAttention"}  # torch.nn's class, an operation, a method
+
+
+def test_class_names_in_the_diagrams_are_the_packages():
+    import transformer_lib
+    from transformer_lib import family
+
+    for name in PLAN:
+        text = re.sub(r"(\w)- (\w)", r"\1\2", " ".join(svg_texts(name)))  # a name broken over two lines, joined
+        for word in set(re.findall(r"\b[A-Z][a-z]+[A-Z][A-Za-z]*\b|\bKVCache\b", text)) - NOT_THE_PACKAGES:
+            assert hasattr(transformer_lib, word), f"{name}.svg names {word}, which transformer_lib lacks"
+        for word in re.findall(r"\bfamily\.(\w+)", text):
+            assert any(hasattr(getattr(family, m), word) for m in ("bert", "gpt", "vit")), word
+
+
+def test_the_family_diagram_draws_what_the_family_module_does():
+    import inspect
+
+    from transformer_lib.family import bert, gpt
+    from transformer_lib.model import SingleStack
+
+    # what the figure relies on: one stack of EncoderLayers, given a padding mask (BERT) or a causal one (GPT)
+    assert "Encoder.of" in inspect.getsource(SingleStack.__init__)
+    assert "padding_mask" in inspect.getsource(bert.BERT.encode)
+    assert "causal_mask" in inspect.getsource(gpt.GPT.forward)
+    texts = svg_texts("family")
+    assert texts.count("EncoderLayer × N") == 3  # BERT's and GPT's stacks, and the encoder-decoder's encoder
+    assert "self-attention, padding mask" in texts and "self-attention, causal mask" in texts
+    assert not any("no mask" in t or "decoder layers" in t for t in texts)
+
+
+def test_the_transformer_diagram_feeds_memory_as_keys_and_values_and_the_query_from_below():
+    texts = svg_texts("transformer")
+    assert {"K", "V", "Q"} <= set(texts)
+    assert "memory" in texts and "(batch, src_len, d_model)" in texts  # on two lines, clear of the decoder's frame
+    root = ET.parse(FIGURES / "transformer.svg").getroot()
+    frames = [r for r in root.iter(f"{SVG}rect") if r.get("fill") == "#f8fafc"]
+    label = next(t for t in root.iter(f"{SVG}text") if t.text == "(batch, src_len, d_model)")
+    right = float(label.get("x")) + 0.55 * 12 * len(label.text) / 2
+    decoder = max(frames, key=lambda r: float(r.get("x")))
+    assert right < float(decoder.get("x")), "the memory's label runs into the decoder's frame"
+
+
+def test_the_kv_cache_diagram_says_where_each_new_key_and_value_comes_from():
+    texts = svg_texts("kv_cache")
+    assert texts.count("W_K") == 3 and texts.count("W_V") == 3 and texts.count("W_Q") == 3  # one a step
+    assert {"x1", "x2", "x3"} <= set(texts)
+    assert any("k_proj" in t and "v_proj" in t for t in texts)
+
+
+def independent_beam(tree, width, steps):
+    """Beam search over the figure's tree, written again here: [(tokens, score, rank)] per step, and the
+    final beam. A hypothesis ending with <eos> stays in the beam unchanged."""
+    eos = "<eos>"
+    beam = [((), 0.0, tree[2])]
+    history = []
+    for _ in range(steps):
+        candidates = []
+        for tokens, score, children in beam:
+            if tokens and tokens[-1] == eos:
+                continue
+            candidates += [((*tokens, t), round(score + lp, 1), c) for t, lp, c in children]
+        ranked = sorted(candidates, key=lambda c: -c[1])
+        history.append({c[0]: rank for rank, c in enumerate(ranked, start=1)})
+        finished = [b for b in beam if b[0] and b[0][-1] == eos]
+        beam = sorted(finished + ranked, key=lambda c: -c[1])[:width]
+    return history, beam
+
+
+def test_beam_search_diagram_shows_a_second_ranked_prefix_winning_over_greedy(draw):
+    tree, width = draw.BEAM_TREE, draw.BEAM_WIDTH
+
+    def nodes_of(node):
+        yield node
+        for child in node[2]:
+            yield from nodes_of(child)
+
+    for node in nodes_of(tree):  # each node's children: log-probabilities of one distribution
+        assert sum(math.exp(lp) for _, lp, _ in node[2]) <= 1 + 1e-9, node[0]
+        assert all(lp < 0 for _, lp, _ in node[2])
+    history, beam = independent_beam(tree, width, draw.BEAM_STEPS)
+    assert all(tokens[-1] == "<eos>" for tokens, _, _ in beam), "the search has not ended by the last step"
+    winner, score, _ = max(beam, key=lambda b: b[1])
+    greedy, greedy_score = draw.greedy_path()
+    assert list(winner) != greedy and greedy_score < score
+    assert any(ranks.get(winner[: i + 1]) == 2 for i, ranks in enumerate(history)), "the winner was never second"
+    # the figure draws this search: its winner, and the scores as sums along each path
+    columns = draw.beam_columns()
+    assert draw.hypothesis(draw.beam_winner(columns)) == list(winner)
+    for step, ranks in enumerate(history, start=1):
+        assert {tuple(draw.hypothesis(n)): n["rank"] for n in columns[step]} == ranks
+    texts = svg_texts("beam_search")
+    minus = draw.minus
+    assert any(" ".join(winner) in t and minus(score) in t for t in texts)
+    assert any(" ".join(greedy) in t and minus(greedy_score) in t for t in texts)
+
+
+# -- legible text ---------------------------------------------------------------------------------
+
+# The width, in CSS pixels, at which the site draws a diagram on a 1280-pixel desktop screen: the
+# article column of sphinx-book-theme (a 1280 x 900 window in headless Chromium, the built site's
+# lesson 8, img.getBoundingClientRect().width of transformer.svg, with custom.css's diagram card
+# and no padding around the drawing). A narrower figure is drawn at its own width.
+COLUMN_WIDTH = 688
+SMALLEST_TEXT = 9  # pixels high, at that width
+
+
+@pytest.mark.parametrize("name", PLAN)
+def test_each_diagrams_text_is_at_least_9_pixels_high_on_a_desktop(name):
+    root = ET.parse(FIGURES / f"{name}.svg").getroot()
+    width = float(root.get("viewBox").split()[2])
+    scale = min(COLUMN_WIDTH, float(root.get("width"))) / width
+    smallest = min(float(t.get("font-size")) for t in root.iter(f"{SVG}text"))
+    assert smallest * scale >= SMALLEST_TEXT, f"{name}.svg: {smallest} units show as {smallest * scale:.1f} px"
+
+
+def rgb(colour: str) -> tuple[float, float, float]:
+    colour = colour.lstrip("#")
+    if len(colour) == 3:
+        colour = "".join(c * 2 for c in colour)
+    return tuple(int(colour[i : i + 2], 16) / 255 for i in (0, 2, 4))
+
+
+def luminance(colour: tuple[float, float, float]) -> float:
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = map(linear, colour)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: tuple, b: tuple) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def painted(root) -> list:
+    """Every element in painting order, with the opacity its groups pass down."""
+    out = []
+
+    def walk(element, opacity):
+        opacity *= float(element.get("opacity", 1))
+        out.append((element, opacity))
+        for child in element:
+            walk(child, opacity)
+
+    walk(root, 1.0)
+    return out
+
+
+def background_at(shapes: list, x: float, y: float) -> tuple:
+    """The colour painted at (x, y) by the filled rectangles and circles before a text, blended by opacity."""
+    colour = (1.0, 1.0, 1.0)
+    for element, opacity in shapes:
+        fill = element.get("fill")
+        if not fill or not fill.startswith("#"):
+            continue
+        tag = element.tag.removeprefix(SVG)
+        if tag == "rect":
+            x0, y0 = float(element.get("x", 0)), float(element.get("y", 0))
+            inside = x0 <= x <= x0 + float(element.get("width")) and y0 <= y <= y0 + float(element.get("height"))
+        elif tag == "circle":
+            cx, cy, r = (float(element.get(k)) for k in ("cx", "cy", "r"))
+            inside = (x - cx) ** 2 + (y - cy) ** 2 <= r * r
+        else:
+            continue
+        if inside:
+            alpha = opacity * float(element.get("fill-opacity", 1))
+            colour = tuple(alpha * f + (1 - alpha) * c for f, c in zip(rgb(fill), colour, strict=True))
+    return colour
+
+
+@pytest.mark.parametrize("name", PLAN)
+def test_each_diagrams_text_has_a_contrast_of_at_least_4_5(name):
+    """WCAG's 4.5:1 for every text against what is painted behind it (sampled at its start, middle and end)."""
+    root = ET.parse(FIGURES / f"{name}.svg").getroot()
+    order = painted(root)
+    low = []
+    for index, (element, opacity) in enumerate(order):
+        if element.tag != f"{SVG}text":
+            continue
+        size, x = float(element.get("font-size")), float(element.get("x"))
+        y = float(element.get("y")) - 0.35 * size
+        longest = max(("".join(element.itertext()) or " ").split("\n"), key=len)
+        half = 0.25 * size * len(longest)  # a little under half the line: the samples stay on the glyphs
+        anchor = element.get("text-anchor", "start")
+        middle = x + half if anchor == "start" else x - half if anchor == "end" else x
+        below = [(e, o) for e, o in order[:index] if e.tag in (f"{SVG}rect", f"{SVG}circle")]
+        ink = tuple(opacity * c + (1 - opacity) * 1 for c in rgb(element.get("fill")))
+        for sample in (middle - half * 0.8, middle, middle + half * 0.8):
+            ratio = contrast(ink, background_at(below, sample, y))
+            if ratio < 4.5:
+                low.append(f"{''.join(element.itertext())!r}: {ratio:.2f}:1")
+                break
+    assert not low, f"{name}.svg: text under 4.5:1: " + ", ".join(low)
+
+
+def test_the_contrast_check_catches_faint_text():
+    faint = ET.fromstring(
+        '<svg xmlns="http://www.w3.org/2000/svg"><rect x="0" y="0" width="100" height="40" fill="#ffffff"/>'
+        '<text x="50" y="20" font-size="12" fill="#9aa5b1">pruned</text></svg>'
+    )
+    order = painted(faint)
+    text = next(e for e, _ in order if e.tag == f"{SVG}text")
+    assert contrast(rgb(text.get("fill")), background_at(order, 50, 16)) < 4.5
+    assert contrast(rgb("#52606d"), (1.0, 1.0, 1.0)) >= 4.5

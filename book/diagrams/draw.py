@@ -530,7 +530,7 @@ def multi_head() -> Figure:
         "each head runs scaled dot-product attention, the heads are concatenated back to (batch, seq, d_model) "
         "and W_O mixes them into the output.",
     )
-    f.heading(30, 32, "Multi-head attention  (MultiHeadAttention)")
+    f.heading(30, 32, f"Multi-head attention  ({MultiHeadAttention.__name__})")
     cx = 400
     out = f.box(cx - 120, 50, 240, 40, "output (batch, seq, d_model)", "data")
     wo = f.box(cx - 110, 130, 220, 40, "W_O", "linear", sub="out_proj: Linear(d_model, d_model)")
@@ -577,13 +577,13 @@ def encoder_layer() -> Figure:
         880,
         690,
         "The encoder layer, post-norm and pre-norm",
-        "Two versions of EncoderLayer side by side, data flowing upward. Post-norm, as in the paper: each "
+        f"Two versions of {EncoderLayer.__name__} side by side, data flowing upward. Post-norm, as in the paper: each "
         "sublayer (multi-head self-attention, then the position-wise feed-forward network) is followed by "
         "adding its input back and a LayerNorm. Pre-norm: a LayerNorm comes before each sublayer, and the "
         "residual sum comes after it, leaving the residual path free of normalisation.",
     )
     attn = ("attn", "multi-head self-attention", "self_attn")
-    ffn = ("ffn", "FeedForward", "d_model → d_ff → d_model")
+    ffn = ("ffn", FeedForward.__name__, "d_model → d_ff → d_model")
     norm = ("norm", "LayerNorm", None)
     add = ("+", "", None)
     panels = [
@@ -607,7 +607,7 @@ def encoder_layer() -> Figure:
     f.add(f'<line x1="440" y1="24" x2="440" y2="666" stroke="{EDGE}"/>')
     for cx, title, flag, parts, skips, rule in panels:
         f.heading(cx, 34, title, anchor="middle")
-        f.text(cx, 54, f"EncoderLayer(..., {flag})", size=13, fill=MUTED)
+        f.text(cx, 54, f"{EncoderLayer.__name__}(..., {flag})", size=13, fill=MUTED)
         inp = f.box(cx - 110, 576, 220, 44, "x", "data", sub="(batch, seq, d_model)")
         boxes = stack(f, cx, parts, inp.top - 34, w=210)
         out = f.box(cx - 110, boxes[-1].top - 34 - 44, 220, 44, "output", "data", sub="(batch, seq, d_model)")
@@ -627,13 +627,13 @@ def decoder_layer() -> Figure:
         860,
         850,
         "The decoder layer: masked self-attention, cross-attention, feed-forward",
-        "DecoderLayer, data flowing upward, in the paper's post-norm order. First masked (causal) multi-head "
-        "self-attention over the target; then cross-attention, whose queries come from the decoder and whose "
-        "keys and values come from the encoder's memory; then the position-wise feed-forward network. Each "
+        f"{DecoderLayer.__name__}, data flowing upward, in the paper's post-norm order. First masked (causal) "
+        "multi-head self-attention over the target; then cross-attention, whose queries come from the decoder and "
+        "whose keys and values come from the encoder's memory; then the position-wise feed-forward network. Each "
         "sublayer is followed by a residual sum and a LayerNorm.",
     )
     cx = 450
-    f.heading(30, 34, "DecoderLayer")
+    f.heading(30, 34, DecoderLayer.__name__)
     f.text(30, 54, "post-norm, as in the paper", size=13, anchor="start", fill=MUTED)
     parts = [
         ("attn", "masked multi-head self-attention", "self_attn, with the causal mask"),
@@ -642,7 +642,7 @@ def decoder_layer() -> Figure:
         ("attn", "multi-head cross-attention", "cross_attn: Q from below, K and V from memory"),
         ("+", "", None),
         ("norm", "LayerNorm", None),
-        ("ffn", "FeedForward", "d_model → d_ff → d_model"),
+        ("ffn", FeedForward.__name__, "d_model → d_ff → d_model"),
         ("+", "", None),
         ("norm", "LayerNorm", None),
     ]
@@ -677,8 +677,8 @@ def transformer() -> Figure:
         f"{SinusoidalPositionalEncoding.__name__}, then N {EncoderLayer.__name__}s of multi-head self-attention and "
         f"{FeedForward.__name__}, each with Add & Norm. Right, the decoder: target ids shifted right, the same "
         f"{TokenEmbedding.__name__} (tied by default) plus positions, then N {DecoderLayer.__name__}s of masked "
-        "self-attention, cross-attention and FeedForward. In cross-attention the query comes from the decoder's own "
-        "stream below it, and the encoder's output, the memory, gives the keys and the values. "
+        f"self-attention, cross-attention and {FeedForward.__name__}. In cross-attention the query comes from the "
+        "decoder's own stream below it, and the encoder's output, the memory, gives the keys and the values. "
         "The generator, a Linear layer from d_model to vocab_size, and a softmax give the next-token probabilities.",
     )
     f.heading(30, 34, f"The Transformer  ({Transformer.__name__})")
