@@ -430,7 +430,9 @@ CONTRADICTIONS = [
 ]
 
 
-@pytest.mark.parametrize("markdown, code, outputs, kinds, summary", CONTRADICTIONS, ids=lambda v: str(v)[:30])
+@pytest.mark.parametrize(
+    "markdown, code, outputs, kinds, summary", CONTRADICTIONS, ids=[c[0][:40] for c in CONTRADICTIONS]
+)
 def test_the_check_finds_passages_that_contradicted_their_outputs(markdown, code, outputs, kinds, summary):
     assert kinds <= findings_in(markdown, code, outputs, summary=summary)
 
