@@ -23,6 +23,16 @@
 * A version switcher (pydata-sphinx-theme's) in the sidebar lists main's site and each release's,
   from ``switcher.json`` at the top of the site. The build writes one naming only itself; the
   website workflow writes the full list over it (``.ci/site_versions.py``).
+* No page loads a script it does not use. pydata-sphinx-theme loads Font Awesome's JavaScript
+  (``fontawesome.js``, 1.5 MB, which redraws each icon as SVG) on every page, though its own CSS
+  and webfonts draw every icon the theme and this book use: the theme's template is read without
+  that line (the build stops if the line is not found, e.g. after an upgrade of the theme). And
+  MathJax loads only on a page with a formula of its own: Sphinx counts the formulas of every page
+  a page's table of contents includes, so the introduction, which includes the whole book, loaded it.
+  Nor a font it does not use: the theme's Font Awesome webfonts (270 KB on every page, for about
+  twenty icons) are cut down at the end of the build to the icons the site's pages and scripts
+  name, and served beside the theme's, which a browser fetches only for an icon the cut-down fonts
+  lack (``unicode-range``). ``tests/test_page_weight.py`` checks all three in a browser.
 """
 
 from __future__ import annotations
@@ -33,10 +43,12 @@ import re
 from pathlib import Path
 
 from docutils import nodes
+from jinja2 import BaseLoader
 from pybtex.plugin import register_plugin
 from pybtex.style.formatting.unsrt import Style as UnsrtStyle
 from pybtex.style.labels import BaseLabelStyle
 from sphinx import addnodes
+from sphinx.errors import ExtensionError
 from sphinx.transforms import SphinxTransform
 
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -196,12 +208,136 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
         context["default_mode"] = "auto"
 
 
+# pydata-sphinx-theme's macro file and the line in it that loads Font Awesome's JavaScript
+THEME_MACROS = "static/webpack-macros.html"
+FONTAWESOME_JS = re.compile(r'[ \t]*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
+
+
+class WithoutFontAwesomeJs(BaseLoader):
+    """The theme's templates as they are, but its macro file without the script tag of fontawesome.js."""
+
+    def __init__(self, loader) -> None:
+        self.loader = loader
+
+    def __getattr__(self, name):  # Sphinx's own loader's attributes (its error message reads pathchain)
+        return getattr(self.loader, name)
+
+    def get_source(self, environment, template):
+        source, filename, uptodate = self.loader.get_source(environment, template)
+        if template.lstrip("!") == THEME_MACROS:
+            source, found = FONTAWESOME_JS.subn("", source)
+            if found != 1:
+                raise ExtensionError(f"{THEME_MACROS} has no script tag of fontawesome.js to leave out")
+        return source, filename, uptodate
+
+
+def _no_fontawesome_js(app) -> None:
+    templates = getattr(app.builder, "templates", None)
+    if app.builder.format != "html" or templates is None:
+        return
+    if not hasattr(templates, "environment"):
+        raise ExtensionError("site_fixes: the HTML builder's template loader has no Jinja environment")
+    templates.environment.loader = WithoutFontAwesomeJs(templates.environment.loader)
+
+
+def _math_only_where_used(app, pagename, templatename, context, doctree) -> None:
+    """MathJax's scripts (and its configuration) left out of a page without a formula of its own."""
+    if app.builder.format != "html" or "script_files" not in context:
+        return
+    if app.env.get_domain("math").data["has_equations"].get(pagename, False):
+        return
+    mathjax = Path(app.config.mathjax_path or "tex-chtml.js").name.split("?")[0]
+
+    def is_mathjax(script) -> bool:
+        name = str(getattr(script, "filename", script) or "")
+        body = getattr(script, "attributes", {}).get("body", "")
+        return Path(name.split("?")[0]).name == mathjax or body.startswith("window.MathJax =")
+
+    context["script_files"][:] = [script for script in context["script_files"] if not is_mathjax(script)]
+
+
+# Font Awesome's webfonts as the theme's CSS declares them: file, family, weight
+FONTAWESOME_FONTS = (
+    ("fa-solid-900", "Font Awesome 6 Free", 900),
+    ("fa-regular-400", "Font Awesome 6 Free", 400),
+    ("fa-brands-400", "Font Awesome 6 Brands", 400),
+)
+ICON_CSS = "fontawesome-subset.css"
+ICON_RULE = re.compile(r'([^{}]+)\{content:"\\([0-9a-f]{4,5})"\}')
+ICON_CLASS = re.compile(r"\bfa-[a-z0-9-]+")
+CSS_ICON = re.compile(r'--(pst-icon-[a-z-]+):"(.)"')
+
+
+def icon_codepoints(outdir: Path) -> dict[str, int]:
+    """Every Font Awesome icon the built site names (in its pages and scripts) or the theme's CSS draws, with
+    its code point."""
+    css = (outdir / "_static" / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    glyphs = {}
+    for selectors, code in ICON_RULE.findall(css):
+        for selector in selectors.split(","):
+            name = selector.strip()
+            if name.startswith(".fa-") and name.endswith(":before"):
+                glyphs[name[1 : -len(":before")]] = int(code, 16)
+    used = set()
+    for path in [*outdir.rglob("*.html"), *(outdir / "_static").rglob("*.js")]:
+        if "mathjax" not in path.parts:
+            used.update(ICON_CLASS.findall(path.read_text(encoding="utf-8", errors="replace")))
+    icons = {name: glyphs[name] for name in sorted(used) if name in glyphs}
+    # and the icons the theme's CSS draws by itself (admonitions, links, the version notes)
+    icons.update({f"--{name}": ord(char) for name, char in CSS_ICON.findall(css)})
+    return icons
+
+
+def _subset_icon_fonts(app, exception) -> None:
+    """The theme's Font Awesome webfonts cut down to the icons the site uses, as WOFF files, and the CSS that
+    serves them for those code points only (any other icon still comes from the theme's full fonts)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    outdir = Path(app.outdir)
+    fonts = outdir / "_static" / "vendor" / "fontawesome" / "webfonts"
+    codepoints = sorted(set(icon_codepoints(outdir).values()))
+    if not fonts.is_dir() or not codepoints:
+        raise ExtensionError(f"site_fixes: no Font Awesome webfonts in {fonts} or no icon in the theme's CSS")
+    rules = []
+    for name, family, weight in FONTAWESOME_FONTS:
+        font = TTFont(fonts / f"{name}.ttf")
+        present = [c for c in codepoints if c in font.getBestCmap()]
+        if not present:
+            continue
+        options = subset.Options()
+        options.flavor = "woff"  # zlib: no brotli needed, and every browser reads it
+        options.layout_features = ["*"]
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=present)
+        subsetter.subset(font)
+        font.flavor = "woff"
+        font.save(fonts / f"{name}.subset.woff")
+        ranges = ",".join(f"U+{c:X}" for c in present)
+        rules.append(
+            f'@font-face{{font-display:block;font-family:"{family}";font-style:normal;font-weight:{weight};'
+            f'src:url(vendor/fontawesome/webfonts/{name}.subset.woff) format("woff");unicode-range:{ranges}}}'
+        )
+    (outdir / "_static" / ICON_CSS).write_text(
+        "/* Font Awesome's webfonts cut down to the icons this site uses (book/_ext/site_fixes.py) */\n"
+        + "\n".join(rules)
+        + "\n",
+        encoding="utf-8",
+    )
+
+
 def setup(app):
     register_plugin("pybtex.style.labels", "authoryear", AuthorYearLabels)
     register_plugin("pybtex.style.formatting", "authoryear", AuthorYearStyle)
     app.add_transform(LocalColabBadge)
     app.add_transform(SiteLinks)
     app.connect("html-page-context", _one_of_each_script, priority=900)
+    app.connect("html-page-context", _math_only_where_used, priority=900)  # after sphinx.ext.mathjax (500)
+    app.connect("builder-inited", _no_fontawesome_js)
+    app.add_css_file(ICON_CSS, priority=900)  # after the theme's CSS: its faces come first for these icons
+    app.connect("build-finished", _subset_icon_fonts)
     app.connect("doctree-resolved", _no_thebe_config, priority=900)  # after sphinx-thebe added it
     app.connect("config-inited", _version_in_footer)  # after the themes added theirs
     app.connect("config-inited", _version_switcher)
