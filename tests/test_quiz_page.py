@@ -1,0 +1,47 @@
+"""A lesson's quiz on the built site, where no kernel runs: a reader answers one question wrongly
+with the keyboard and rightly with the mouse, and sees each answer's explanation."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import SITE, VIEWPORT
+from transformer_lib import quiz
+
+LESSON = "04_attention"
+
+
+def plain(text: str) -> str:
+    """The start of an explanation, before any formula (MathJax typesets those on the page)."""
+    return text.split("$")[0].split("`")[0][:25]
+
+
+def test_a_reader_answers_a_quiz_question_on_the_site(browser, serve_folder):
+    page_path = SITE / "notebooks" / f"{LESSON}.html"
+    if not page_path.is_file():
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    first = next(q for q in quiz.questions(LESSON) if q["type"] == "multiple_choice" and "$" not in q["question"])
+    right = next(i for i, a in enumerate(first["answers"]) if a["correct"])
+    wrong = next(i for i, a in enumerate(first["answers"]) if not a["correct"])
+    with serve_folder(SITE) as base:
+        context = browser.new_context(viewport=VIEWPORT)
+        try:
+            page = context.new_page()
+            page.goto(base + f"notebooks/{LESSON}.html", wait_until="load")
+            question = page.locator(".Quiz", has_text=first["question"][:40]).first
+            question.wait_for(timeout=20_000)
+            options = question.locator(".MCButton")
+            assert options.count() == len(first["answers"])
+            feedback = question.locator(".Feedback")
+
+            options.nth(wrong).focus()  # the keyboard: Tab reaches an option, Enter answers
+            assert options.nth(wrong).evaluate("e => e === document.activeElement")
+            page.keyboard.press("Enter")
+            assert "incorrect" in feedback.get_attribute("class")
+            assert plain(first["answers"][wrong]["feedback"]) in feedback.inner_text()
+
+            options.nth(right).click()
+            assert "correct" in feedback.get_attribute("class").split()
+            assert plain(first["answers"][right]["feedback"]) in feedback.inner_text()
+        finally:
+            context.close()

@@ -1,0 +1,105 @@
+"""The end-of-lesson quizzes: every lesson ends with one, its questions are well formed, every
+option is explained, a number it quotes is one the lesson printed, and a place to ask follows."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from test_numbers import numbers_in, shown
+
+from transformer_lib import quiz
+from transformer_lib.errors import InvalidValue
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
+
+
+def cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def lesson_text(path: Path) -> str:
+    """Everything a lesson prints and runs: the code and the stored text outputs of every cell."""
+    parts = []
+    for cell in cells(path):
+        if cell["cell_type"] != "code":
+            continue
+        parts.append("".join(cell["source"]))
+        for output in cell.get("outputs", []):
+            parts.append("".join(output.get("text", "")))
+            parts.append("".join(output.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def texts(question: dict) -> list[str]:
+    """What a learner reads of a question: the question, each option and each explanation."""
+    found = [question["question"]]
+    for answer in question["answers"]:
+        found += [str(answer.get("answer", "")), answer.get("feedback", "")]
+    return found
+
+
+def test_every_lesson_has_a_quiz_and_every_quiz_a_lesson():
+    assert quiz.lessons() == [p.stem for p in LESSONS]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_a_quiz_is_four_to_six_well_formed_questions(path):
+    questions = quiz.questions(path.stem)
+    assert 4 <= len(questions) <= 6, f"{len(questions)} questions"
+    for q in questions:
+        name = q["question"][:60]
+        assert q["type"] in ("multiple_choice", "many_choice", "numeric"), name
+        answers = q["answers"]
+        if q["type"] == "numeric":
+            right = [a for a in answers if a.get("correct")]
+            assert right and all(a["type"] in ("value", "range") for a in right), name
+            assert any(a["type"] == "default" and a.get("feedback") for a in answers), name
+        else:
+            correct = sum(bool(a["correct"]) for a in answers)
+            assert len(answers) >= 3, f"{name}: at least three options"
+            assert correct == 1 if q["type"] == "multiple_choice" else correct >= 2, name
+        for a in answers:
+            feedback = a.get("feedback", "")
+            assert feedback, f"{name}: an option without its explanation"
+            assert len(re.findall(r"[.!?](\s|$)", feedback)) <= 3, f"{name}: explanation too long: {feedback}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_a_number_a_quiz_quotes_is_one_the_lesson_printed(path):
+    printed = numbers_in(lesson_text(path))
+    for q in quiz.questions(path.stem):
+        for text in texts(q):
+            text = re.sub(r"\$[^$]*\$", " ", text)  # formulas are the lesson's symbols
+            for match in re.finditer(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?", text):
+                value = match.group(0).replace(",", "")
+                if float(value) <= 12 and "." not in value:
+                    continue  # small counts: heads, layers, steps of an example
+                places = len(match.group(2) or "") - (1 if match.group(2) else 0)
+                assert shown(float(value), places, printed), f"{path.stem}: {match.group(0)} in {text!r}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.stem)
+def test_a_lesson_ends_with_its_quiz_and_a_place_to_ask(path):
+    tail = cells(path)[-3:]
+    code = [c for c in tail if c["cell_type"] == "code"]
+    assert code and f'show_quiz("{path.stem}")' in "".join(code[-1]["source"]), "no quiz at the end"
+    ask = "".join(tail[-1]["source"])
+    assert f"{REPOSITORY}/discussions" in ask, "no link to the lesson's discussion"
+    assert re.search(rf"Lesson {int(path.name[:2])}\b", ask), "the discussion link does not name the lesson"
+
+
+def test_an_unknown_quiz_is_one_clear_error():
+    with pytest.raises(InvalidValue, match="no quiz named 'nope'"):
+        quiz.questions("nope")
+
+
+def test_the_issue_templates_send_questions_to_discussions():
+    config = yaml.safe_load((ROOT / ".github" / "ISSUE_TEMPLATE" / "config.yml").read_text(encoding="utf-8"))
+    urls = [link["url"] for link in config["contact_links"]]
+    assert f"{REPOSITORY}/discussions" in urls

@@ -1,0 +1,62 @@
+"""End-of-lesson quizzes: a few questions a learner answers in seconds, each answer explained.
+
+A lesson's questions are data, ``transformer_lib/quizzes/<lesson>.json``, in jupyterquiz's format
+(a list of questions, each with its options and a feedback sentence for every option).
+:func:`show_quiz` draws them with jupyterquiz, which renders in JavaScript: the same quiz works in
+JupyterLab, on Colab and on the book's site, where no kernel runs.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from transformer_lib.errors import InvalidValue
+
+# jupyterquiz draws its options as clickable boxes only; this makes each one a button that Tab
+# reaches and Enter or Space answers, and has screen readers read the feedback when it appears.
+_KEYBOARD = """
+(function () {
+  function enable() {
+    document.querySelectorAll(".MCButton:not([tabindex])").forEach(function (option) {
+      option.tabIndex = 0;
+      option.setAttribute("role", "button");
+      option.addEventListener("keydown", function (event) {
+        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); option.click(); }
+      });
+    });
+    document.querySelectorAll(".Feedback:not([aria-live])").forEach(function (feedback) {
+      feedback.setAttribute("aria-live", "polite");
+    });
+  }
+  var tries = 0;
+  var timer = setInterval(function () { enable(); if (++tries > 20) clearInterval(timer); }, 250);
+})();
+"""
+
+
+def lessons() -> list[str]:
+    """The lessons that have a quiz, by their notebook's name: ``["01_why_attention", ...]``."""
+    folder = resources.files("transformer_lib") / "quizzes"
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def questions(lesson: str) -> list[dict]:
+    """The questions of ``lesson`` (its notebook's name, e.g. ``"04_attention"``)."""
+    path = resources.files("transformer_lib") / "quizzes" / f"{lesson}.json"
+    if not path.is_file():
+        raise InvalidValue(f"no quiz named {lesson!r}: the quizzes are {', '.join(lessons())}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def show_quiz(lesson: str) -> None:
+    """Draw ``lesson``'s quiz below the cell, in the order written (its options are not shuffled,
+    so that an explanation can name its neighbours)."""
+    try:
+        from IPython.display import Javascript, display
+        from jupyterquiz import display_quiz
+    except ImportError:
+        print("the quizzes need jupyterquiz: pip install jupyterquiz, then run this cell again")
+        return
+    display_quiz(questions(lesson), shuffle_answers=False, max_width=680)
+    display(Javascript(_KEYBOARD))
