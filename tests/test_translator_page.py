@@ -59,7 +59,16 @@ ODD = [
     "你好 世界 🙂 x",
     "\tTab\nnewline\u00a0nbsp",
     "1234 5,6 7.8 9%",
+    "Café café Cafe\u0301 Über U\u0308ber",  # accents composed and decomposed
+    "Ｆｕｌｌ－ｗｉｄｔｈ　ｓｐａｃｅ ｶﾞ ～",  # full-width and half-width
+    "ﬁ ﬂ ﬀ ﬃ Æ œ ² ½ ™ ㎏",  # ligatures and compatibility characters
+    "👨‍👩‍👧 👍🏽 🇩🇪 ☺️",  # emoji, with joiners, skin tones, flags and variation selectors
 ]
+# A letter, ligature, full-width or compatibility character, or emoji, followed by one combining mark:
+# where NFKC composes and where SentencePiece's map does not.
+BASES = [*"aeiouAEOUnNcCsSyYzZß", *"ÄÖÜäöüéèçñ", *"ＥｅＡ１ﬁﬂﬀﬃÆœ①²½™㎏ｶﾞﾟ～🙂👍ǅÅ\u212bª", "👍🏽"]
+MARKS = ["\u0301", "\u0300", "\u0302", "\u0303", "\u0308", "\u030a", "\u0327", "\u0323", "\u030c", "\u3099", "\ufe0f"]
+WITH_MARKS = [f"x {base}{mark} y" for base in BASES for mark in MARKS]
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +131,17 @@ def exported(direction: str) -> OnnxTranslator:
 
 
 def test_the_browser_tokenizer_gives_sentencepiece_ids_on_every_test_sentence(site):
+    """Every test sentence, odd input, each letter with a combining mark, and every key of SentencePiece's
+    character map inside a word: the browser's NFKC and the map's exceptions give SentencePiece's ids."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    from transformer_lib.web.export import _charsmap_table
+
     spm = exported("de_en").tokenizer
-    texts = load_multi30k("test_2016_flickr", "de") + load_multi30k("test_2016_flickr", "en") + ODD
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(spm.to_bytes())
+    keys = [f"a{key}b" for key in _charsmap_table(proto.normalizer_spec.precompiled_charsmap)]
+    texts = load_multi30k("test_2016_flickr", "de") + load_multi30k("test_2016_flickr", "en") + ODD + WITH_MARKS + keys
     rng = random.Random(0)
     random_ids = [[rng.randrange(len(spm)) for _ in range(rng.randrange(1, 12))] for _ in range(500)]
     random_ids += [[3, 50, 3], [1, 3], [0, 0, 2], []]

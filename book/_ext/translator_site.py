@@ -3,8 +3,9 @@
 After an HTML build, ``_static/translator/`` of the output receives:
 
 * ``ort/``: ONNX Runtime Web (:mod:`transformer_lib.web.runtime`: pinned, checksum-verified, cached);
-* ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx``, ``tokenizer.json.gz`` and
-  ``model.json`` (what the page reads; ``tokenizer.model`` too, for Python), exported from the
+* ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx`` and ``model.json`` (what the page
+  reads; ``tokenizer.model`` too, for Python), and ``models/tokenizer.json.gz``, the browser's
+  tokenizer, once for the directions that share it (``model.json`` names it), exported from the
   checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
   :func:`transformer_lib.web.export.cached_export`), with the BLEU measured for exactly that
   checkpoint and precision in ``translator_record``, and the confidence threshold and example
@@ -27,7 +28,7 @@ from transformer_lib.files import sha256_of, write_text
 from transformer_lib.web import runtime as web_runtime
 from transformer_lib.web.export import cached_export
 
-SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.json.gz", "tokenizer.model")  # and model.json
+SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.model")  # and model.json; the tokenizer below
 
 
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
@@ -58,6 +59,18 @@ def measured_confidence(record: Path, checkpoint: Path) -> dict:
     )
 
 
+def tokenizer_file(source: Path, models: Path, written: dict[str, str]) -> str:
+    """The browser's tokenizer served once for every direction that has the same one (one download for a reader
+    who switches): ``models/tokenizer.json.gz``, or ``tokenizer-<sha>.json.gz`` beside it for another.
+    Returns its address from a direction's folder, as ``model.json`` names it."""
+    sha = sha256_of(source)
+    if sha not in written:
+        name = "tokenizer.json.gz" if not written else f"tokenizer-{sha[:12]}.json.gz"
+        shutil.copyfile(source, models / name)
+        written[sha] = f"../{name}"
+    return written[sha]
+
+
 def write_translator_files(app, exception) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -65,6 +78,7 @@ def write_translator_files(app, exception) -> None:
     target = Path(app.outdir) / "_static" / "translator"
     web_runtime.install(target / "ort")
     precision = app.config.translator_precision
+    tokenizers: dict[str, str] = {}  # SHA-256 -> the file's name, relative to a direction's folder
     for direction, name in app.config.translator_models.items():
         checkpoint = root / name
         folder = cached_export(checkpoint, precision)
@@ -72,7 +86,9 @@ def write_translator_files(app, exception) -> None:
         out.mkdir(parents=True, exist_ok=True)
         for file in SERVED:
             shutil.copyfile(folder / file, out / file)
+        (out / "tokenizer.json.gz").unlink(missing_ok=True)  # from an older build
         info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+        info["tokenizer"] = tokenizer_file(folder / "tokenizer.json.gz", target / "models", tokenizers)
         bleu = measured_bleu(root / app.config.translator_record, checkpoint, precision)
         info["checkpoint"] = name
         info["bleu"] = {k: bleu[k] for k in ("split", "sacrebleu_cased", "decoding", "sentences")}

@@ -11,8 +11,8 @@
   ``self_attention`` (batch, layers, heads, tgt_len, tgt_len). The decoder reads the whole prefix
   at every step (no key-value cache): for sentences of a few dozen tokens that is fast enough, and
   the last step's weights are one row per output token, the heatmaps of the book's translator page;
-* ``tokenizer.model`` (SentencePiece, for Python) and ``tokenizer.json.gz`` (the same pieces,
-  scores and normalization table, for the browser's tokenizer);
+* ``tokenizer.model`` (SentencePiece, for Python) and ``tokenizer.json.gz`` (the same pieces and
+  scores, and what its normalization does beyond NFKC, for the browser's tokenizer: 70 KB);
 * ``model.json``: languages, sizes, special ids, decoding limits, precision and the checkpoint's SHA-256.
 
 ``precision="fp16"`` stores the weights in half precision and casts them back to float when the
@@ -62,6 +62,7 @@ PRECISIONS = ("fp32", "fp16", "int8")
 OPSET = 20
 MAX_BATCH = 4096  # sentences per call of the exported files
 FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "tokenizer.json.gz", "model.json")
+PYTHON_FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "model.json")  # what OnnxTranslator reads
 
 
 class _Encoder(nn.Module):
@@ -215,6 +216,31 @@ def _charsmap_table(blob: bytes) -> dict[str, str]:
     return dict(sorted(table.items()))
 
 
+def nfkc_exceptions(table: dict[str, str]) -> dict[str, str]:
+    """The entries of a character map that NFKC does not give, for a normaliser that applies NFKC to the rest.
+
+    SentencePiece's ``nmt_nfkc`` map is 225,000 entries, 99.8 % of them exactly NFKC (mostly Hangul
+    jamo sequences that compose into syllables). The browser's tokenizer replaces, at each position,
+    the longest key of this smaller map and normalises the text between such keys with
+    ``String.prototype.normalize("NFKC")``: the entries kept are those whose replacement differs
+    from NFKC (control characters dropped, whitespace made a space, characters newer than the
+    map's Unicode left alone), and every character NFKC changes but the map leaves as it is (mapped
+    to itself). tests/test_translator_page.py checks the result against SentencePiece in a browser,
+    whose Unicode may be newer than this Python's.
+    """
+    import unicodedata
+
+    def nfkc(text: str) -> str:
+        return unicodedata.normalize("NFKC", text)
+
+    kept = {key: value for key, value in table.items() if nfkc(key) != value}
+    for code in range(0x110000):
+        char = chr(code)
+        if not 0xD800 <= code < 0xE000 and char not in table and nfkc(char) != char:
+            kept[char] = char
+    return dict(sorted(kept.items()))
+
+
 def tokenizer_spec(tokenizer: Tokenizer) -> dict:
     """What a byte-pair-encoding tokenizer in another language needs to give SentencePiece's ids.
 
@@ -231,13 +257,14 @@ def tokenizer_spec(tokenizer: Tokenizer) -> dict:
     if proto.denormalizer_spec.precompiled_charsmap or proto.trainer_spec.treat_whitespace_as_suffix:
         raise InvalidValue("tokenizers with a denormalizer or suffix whitespace cannot be exported for the browser")
     table = _charsmap_table(norm.precompiled_charsmap) if norm.precompiled_charsmap else {}
+    exceptions = nfkc_exceptions(table)
     return {
         "pieces": [[p.piece, p.score, p.type] for p in proto.pieces],  # type 1 normal, 2 unknown, 3 control
         "unk_surface": proto.trainer_spec.unk_surface,
-        "normalization": table,
-        # the longest key in characters (code points), written here so that the browser need not
-        # walk 225,000 keys before its first sentence
-        "normalization_longest_key": max(map(len, table), default=1),
+        # What the character map does that the browser's own NFKC normalisation does not
+        # (nfkc_exceptions): a few hundred entries in place of 225,000.
+        "normalization_exceptions": exceptions,
+        "normalization_longest_key": max(map(len, exceptions), default=1),  # in characters (code points)
         "add_dummy_prefix": norm.add_dummy_prefix,
         "remove_extra_whitespaces": norm.remove_extra_whitespaces,
         "escape_whitespaces": norm.escape_whitespaces,
@@ -282,7 +309,7 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
         write_bytes(out / name, proto.SerializeToString())
     write_bytes(out / "tokenizer.model", tokenizer.to_bytes())
     spec = json.dumps(tokenizer_spec(tokenizer), ensure_ascii=False).encode()
-    write_bytes(out / "tokenizer.json.gz", gzip.compress(spec, mtime=0))  # 4.7 MB of JSON, 0.9 MB gzipped
+    write_bytes(out / "tokenizer.json.gz", gzip.compress(spec, mtime=0))
     c = model.config
     info = {
         "src": record.src,
@@ -309,7 +336,7 @@ class OnnxTranslator:
         import onnxruntime as ort
 
         folder = Path(folder)
-        missing = [name for name in FILES if not (folder / name).is_file()]
+        missing = [name for name in PYTHON_FILES if not (folder / name).is_file()]
         if missing:
             raise MissingFile(f"{folder} is not an exported translator (missing {', '.join(missing)}); run export-onnx")
         options = ort.SessionOptions()

@@ -1,16 +1,30 @@
 // SentencePiece's byte-pair encoding, in the browser: the same ids as the package's Tokenizer.
 //
-// Reads the tokenizer.json that transformer_lib.export writes (pieces, scores, the normalizer's
-// character map). Three steps, as SentencePiece does them:
-//   1. normalize: at each position replace the longest string the character map holds (NFKC and a
-//      few fixes), drop leading, trailing and repeated spaces, mark spaces (and the start) with "▁";
+// Reads the tokenizer.json that transformer_lib.web.export writes (pieces, scores, and what the
+// normalizer does beyond NFKC). Three steps, as SentencePiece does them:
+//   1. normalize: SentencePiece replaces, at each position, the longest string its character map
+//      holds; that map is NFKC but for a few hundred entries (export.nfkc_exceptions), so here the
+//      longest of those exceptions is replaced and the text between them goes through the browser's
+//      own NFKC (String.prototype.normalize). Then leading, trailing and repeated spaces are dropped
+//      and spaces (and the start) marked with "▁";
 //   2. merge: start from single characters and repeatedly merge the adjacent pair whose union is a
 //      piece with the highest score (the leftmost pair on a tie): lesson 02's BPE, applied;
 //   3. look up: a piece's id, or <unk> for a character the vocabulary lacks (a run of them is one <unk>).
-// tests/test_translator_page.py checks it against SentencePiece on every sentence of test_2016_flickr.
+// tests/test_translator_page.py checks it against SentencePiece on every sentence of test_2016_flickr
+// and on odd input (accents composed and decomposed, full-width characters, ligatures, emoji).
 
 const SPACE = "\u2581"; // ▁
 const NORMAL = 1, UNKNOWN = 2, CONTROL = 3;
+
+// A character that NFKC turns into several (a ligature: "ﬁ" is "fi") or into a combining mark (the
+// half-width voiced sound mark), or a letter with its accent composed ("ä"): SentencePiece's map
+// takes it alone, so marks after it do not compose with it, as they would under NFKC of the whole.
+const COMBINING = /^\p{M}/u;
+function alone(char) {
+  const normal = char.normalize("NFKC");
+  if (normal === char) return char.normalize("NFD") !== char; // a letter with its accent composed: "ä"
+  return [...normal].length > 1 || (COMBINING.test(normal) && !COMBINING.test(char));
+}
 
 export class Tokenizer {
   constructor(spec) {
@@ -21,31 +35,38 @@ export class Tokenizer {
     this.ids = new Map(); // normal pieces only: what merges may produce
     this.pieces.forEach((piece, id) => { if (this.types[id] === NORMAL) this.ids.set(piece, id); });
     this.unkId = this.types.indexOf(UNKNOWN);
-    // The character map as JSON.parse made it, looked up in place: copying its 225,000 entries into
-    // a Map (and measuring every key) cost about 0.2 s before the first sentence on a 2-core machine.
-    this.charsmap = spec.normalization;
+    this.exceptions = new Map(Object.entries(spec.normalization_exceptions)); // a few hundred entries
     this.longestKey = spec.normalization_longest_key; // in characters
   }
 
   // Step 1. Code points, not UTF-16 units: "𝔸" is one character to SentencePiece too.
   normalize(text) {
     const chars = [...text];
+    let mapped = "", run = ""; // run: the text since the last exception, normalized by NFKC as a whole
+    for (let i = 0; i < chars.length;) {
+      let used = 0;
+      for (let n = Math.min(this.longestKey, chars.length - i); n >= 1 && !used; n--) {
+        const key = chars.slice(i, i + n).join("");
+        if (this.exceptions.has(key)) {
+          mapped += run.normalize("NFKC") + this.exceptions.get(key);
+          run = "";
+          used = n;
+        }
+      }
+      if (!used && alone(chars[i])) { // as SentencePiece maps it: by itself, not composed with what follows
+        mapped += run.normalize("NFKC") + chars[i].normalize("NFKC");
+        run = "";
+      } else if (!used) run += chars[i];
+      i += used || 1;
+    }
+    mapped += run.normalize("NFKC");
     const out = [];
-    let i = 0;
     let prevSpace = this.spec.remove_extra_whitespaces; // true: spaces at the start are dropped
     if (this.spec.add_dummy_prefix) out.push(null); // a placeholder: "▁" only if the text is not empty
-    while (i < chars.length) {
-      let replaced = chars[i], used = 1;
-      for (let n = Math.min(this.longestKey, chars.length - i); n >= 1; n--) {
-        const key = chars.slice(i, i + n).join("");
-        if (Object.hasOwn(this.charsmap, key)) { replaced = this.charsmap[key]; used = n; break; }
-      }
-      i += used;
-      for (const c of replaced) {
-        if (c === " " && prevSpace && this.spec.remove_extra_whitespaces) continue;
-        out.push(c === " " && this.spec.escape_whitespaces ? SPACE : c);
-        prevSpace = c === " ";
-      }
+    for (const c of mapped) {
+      if (c === " " && prevSpace && this.spec.remove_extra_whitespaces) continue;
+      out.push(c === " " && this.spec.escape_whitespaces ? SPACE : c);
+      prevSpace = c === " ";
     }
     if (this.spec.remove_extra_whitespaces) {
       while (out.length && out[out.length - 1] === SPACE) out.pop();
