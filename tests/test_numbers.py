@@ -337,18 +337,9 @@ def all_findings() -> list[Finding]:
     return [f for path in NOTEBOOKS for f in check_notebook(path, facts, design)]
 
 
-# The appendix's log of sweeps still types numbers read off committed records (results/) into its
-# prose. Until its cells print them from the records, the findings listed here are allowed and no
-# new one is: the list may only shrink.
-APPENDIX_BACKLOG = ROOT / "tests" / "data" / "appendix_backlog.txt"
-
-
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_prose_says_only_what_the_outputs_show(path):
     findings = [str(f) for f in check_notebook(path, cited_facts(), design_statements())]
-    if path.stem.startswith("appendix"):
-        backlog = set(APPENDIX_BACKLOG.read_text(encoding="utf-8").splitlines())
-        findings = [f for f in findings if f not in backlog]
     assert not findings, "\n".join(findings)
 
 

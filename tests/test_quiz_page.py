@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SITE, VIEWPORT
-from transformer_lib import quiz
+from transformer_lib.coursework import quiz
 
 LESSON = "04_attention"
 

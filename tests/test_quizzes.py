@@ -11,7 +11,7 @@ import pytest
 import yaml
 from test_numbers import numbers_in, shown
 
-from transformer_lib import quiz
+from transformer_lib.coursework import quiz
 from transformer_lib.errors import InvalidValue
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """End-of-lesson quizzes: a few questions a learner answers in seconds, each answer explained.
 
-A lesson's questions are data, ``transformer_lib/quizzes/<lesson>.json``, in jupyterquiz's format
+A lesson's questions are data, ``transformer_lib/coursework/quizzes/<lesson>.json``, in jupyterquiz's format
 (a list of questions, each with its options and a feedback sentence for every option).
 :func:`show_quiz` draws them with jupyterquiz, which renders in JavaScript: the same quiz works in
 JupyterLab, on Colab and on the book's site, where no kernel runs.
@@ -37,13 +37,13 @@ _KEYBOARD = """
 
 def lessons() -> list[str]:
     """The lessons that have a quiz, by their notebook's name: ``["01_why_attention", ...]``."""
-    folder = resources.files("transformer_lib") / "quizzes"
+    folder = resources.files("transformer_lib.coursework") / "quizzes"
     return sorted(p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json"))
 
 
 def questions(lesson: str) -> list[dict]:
     """The questions of ``lesson`` (its notebook's name, e.g. ``"04_attention"``)."""
-    path = resources.files("transformer_lib") / "quizzes" / f"{lesson}.json"
+    path = resources.files("transformer_lib.coursework") / "quizzes" / f"{lesson}.json"
     if not path.is_file():
         raise InvalidValue(f"no quiz named {lesson!r}: the quizzes are {', '.join(lessons())}")
     return json.loads(path.read_text(encoding="utf-8"))
