@@ -164,6 +164,23 @@ def test_the_readmes_command_2_time_is_its_record():
     assert record["tests"]["passed"] > 1000 and not record["tests"].get("failed")
 
 
+def test_the_how_to_run_page_states_the_commands_timings_as_recorded():
+    """The page's timing section: command 1's record and every other run of command 2, as .ci/ recorded them."""
+    page = " ".join((ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8").split())
+    commands = ROOT / "results" / "commands"
+    command1 = json.loads((commands / "command1_python3.10.json").read_text(encoding="utf-8"))
+    minutes, seconds = divmod(command1["install_seconds"], 60)
+    assert f"it took {minutes} min {seconds} s to install" in page
+    assert f"and {command1['build_seconds']} s to build the book" in page
+    main = json.loads((commands / "command2.json").read_text(encoding="utf-8"))
+    minutes, seconds = divmod(main["seconds"], 60)
+    stated = f"Command 2 (`pytest -n 2 --dist loadfile`) took {minutes} min {seconds} s on a clean clone"
+    assert f"{stated} of commit {main['git_commit'][:7]}" in page
+    for run in json.loads((commands / "command2_other_runs.json").read_text(encoding="utf-8")):
+        minutes, seconds = divmod(run["seconds"], 60)
+        assert f"{minutes} min {seconds} s" in page, run["started_utc"]
+
+
 def test_command2_reads_each_files_seconds_and_the_counts_from_pytests_report():
     command2 = ci_script("command2")
     report = """
