@@ -94,6 +94,26 @@ def test_every_lesson_opens_with_the_same_install_cell_hidden_on_the_site():
     assert all("setup(seed=0" in "".join(code_cells(n)[1]["source"]) for n in NOTEBOOKS)
 
 
+def test_no_long_code_cell_appears_in_two_notebooks():
+    """A block of code needed twice lives once, in the package, and both notebooks call it.
+
+    Every code cell of at least 10 lines is compared across the notebooks, white space at line ends
+    ignored; the install cell, the same in every lesson on purpose (the test above), is left out.
+    """
+    seen: dict[str, str] = {}
+    repeated = []
+    for notebook in NOTEBOOKS:
+        for index, cell in enumerate(code_cells(notebook)[1:], start=1):
+            lines = [line.rstrip() for line in "".join(cell["source"]).strip().splitlines()]
+            if sum(1 for line in lines if line) < 10:
+                continue
+            key, place = "\n".join(lines), f"{notebook.name}, code cell {index}"
+            if key in seen and not seen[key].startswith(f"{notebook.name},"):
+                repeated.append(f"{place} repeats {seen[key]}")
+            seen.setdefault(key, place)
+    assert not repeated, "move the shared code into the package and call it from both: " + "; ".join(repeated)
+
+
 class _Kernels:
     """Stands in for jupyter_client's KernelManager: the first `deaths` kernels die at start."""
 

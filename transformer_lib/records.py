@@ -13,6 +13,10 @@ back in place, links included.
 ``read_text(run / "metrics.csv")`` works before and after a sweep is packed. :func:`file_sweep`
 packs a sweep's bulk that way; ``python -m transformer_lib.records FOLDER`` does it for a sweep just
 unpacked into ``results/``.
+
+Lesson 11 and its appendix read the same records the same way: :func:`seed_curves` and
+:func:`mean_curves` turn a recipe's seeds into its learning curve (BLEU after 5, 10 and 20 minutes),
+and :func:`recipe_summary` prints the recipe a run recorded.
 """
 
 from __future__ import annotations
@@ -21,11 +25,14 @@ import argparse
 import functools
 import hashlib
 import io
+import json
 import os
+import statistics
 import sys
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from transformer_lib.errors import MissingFile
 from transformer_lib.files import atomic_path
@@ -86,6 +93,95 @@ def read_bytes(path: str | os.PathLike) -> bytes:
 def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
     """The text of the record file ``path`` (see :func:`read_bytes`)."""
     return read_bytes(path).decode(encoding)
+
+
+class CurvePoint(NamedTuple):
+    """A recipe's seeds after some minutes of training, in the mean: updates, test BLEU (mean, sd), val BLEU."""
+
+    updates: float
+    test: float
+    test_sd: float
+    val: float
+
+
+def seed_runs(folder: str | os.PathLike) -> list[Path]:
+    """The run folders of a recipe's seeds in ``folder`` (named ``*-seed*``), seed 0 first."""
+    return sorted(Path(folder).glob("*-seed*"))
+
+
+def seed_curves(folder: str | os.PathLike) -> list[dict]:
+    """Each seed's ``curve.json`` in ``folder`` (see :func:`seed_runs`), seed 0 first.
+
+    A ``curve.json`` holds the run's model scored after each of its ``snapshot_minutes`` (``points``)
+    and the machine it trained on (``environment``).
+    """
+    return [json.loads(read_text(seed / "curve.json")) for seed in seed_runs(folder)]
+
+
+def curve_bleu(point: dict, split: str = "test_2016_flickr") -> float:
+    """The cased sacreBLEU of one point of a ``curve.json`` on ``split``."""
+    return point["splits"][split]["sacrebleu_cased"]
+
+
+def mean_curves(
+    recipes: Mapping[str, Sequence[dict]], minutes: Sequence[float] = (5, 10, 20), split: str = "test_2016_flickr"
+) -> dict[str, dict[float, CurvePoint]]:
+    """Each recipe's seeds (their ``curve.json``, see :func:`seed_curves`) in the mean at each of ``minutes``.
+
+    Prints, for each recipe, the machine its first seed names and a line a minute: the mean updates,
+    BLEU on ``split`` (mean ± standard deviation over the seeds) and the mean BLEU on ``val``. The
+    spread is of the seeds, so a difference smaller than it is noise.
+    """
+    curves = {}
+    for name, per_seed in recipes.items():
+        env = per_seed[0]["environment"]
+        print(
+            f"{name}: {len(per_seed)} seeds, {env['cpu']}, {env['cpu_threads']} threads, "
+            f"torch {env['torch']}, first started {env['started_utc'][:16]}"
+        )
+        curves[name] = {}
+        for at_minutes in minutes:
+            at = [next(p for p in run["points"] if p["minutes"] == at_minutes) for run in per_seed]
+            tests = [curve_bleu(p, split) for p in at]
+            point = CurvePoint(
+                updates=statistics.mean(p["step"] for p in at),
+                test=statistics.mean(tests),
+                test_sd=statistics.stdev(tests),
+                val=statistics.mean(curve_bleu(p, "val") for p in at),
+            )
+            curves[name][at_minutes] = point
+            print(
+                f"   {at_minutes:>4g} min: {point.updates:6,.0f} updates   sacreBLEU {split} "
+                f"{point.test:5.2f} ± {point.test_sd:.2f}, val {point.val:5.2f}"
+            )
+    return curves
+
+
+def recipe_summary(run: str | os.PathLike) -> str:
+    """The recipe the run folder ``run`` recorded in its ``config.yaml``, in five lines for a reader.
+
+    The model's shape, the vocabulary, the batches, the learning-rate schedule with its peak
+    (lr_factor · d_model^-0.5 · warmup^-0.5) and how the final model is chosen and decoded.
+    """
+    from transformer_lib.training.run_config import load_config  # the records' reader needs no YAML otherwise
+
+    config = load_config(str(Path(run) / "config.yaml"))
+    m, t = config["model"], config["training"]
+    peak = t.lr_factor * m.d_model**-0.5 * t.warmup**-0.5
+    return "\n".join(
+        (
+            f"model: {m.n_layers}+{m.n_layers} layers, d_model {m.d_model}, d_ff {m.d_ff}, "
+            f"{m.n_heads} heads,\n       dropout {m.dropout}, norm_first {m.norm_first}, "
+            f"tied embeddings {m.tie_embeddings}",
+            f"data: shared {config['data'].tokenizer.upper()} vocabulary of {config['data'].vocab_size:,}, "
+            "learned from the training split only",
+            f"batches: {config['task'].max_tokens:,} token slots, label smoothing {config['task'].label_smoothing}",
+            f"schedule: warm-up {t.warmup:,} steps to a peak learning rate of {peak:.4f}, "
+            f"then 1/sqrt(step);\n          at most {t.max_steps:,} updates or {t.max_minutes} minutes",
+            f"evaluation: the mean of the last {config['evaluation'].average_last} checkpoints, "
+            f"beam {config['decoding'].beam_size}, length penalty {config['decoding'].alpha}",
+        )
+    )
 
 
 def _tokenizer_name(data: bytes, config: Path) -> str:
