@@ -670,3 +670,210 @@ def test_the_page_works_from_the_keyboard_a_screen_reader_and_both_themes(site):
         seen = got["themes"][theme]
         assert word in seen["caption"], seen
         assert contrast(seen["full"], seen["page"]) >= 4.5, seen
+
+
+# -- What the translator downloads: only the direction asked for, once, and nothing it cannot run ----
+LOADED = """async () => {
+  const status = document.getElementById("translator-status");
+  const start = Date.now();
+  const direction = document.getElementById("translator-direction").value;
+  while (!(status.dataset.loaded ?? "").split(" ").includes(direction)) {  // its model loaded
+    if (status.dataset.error || Date.now() - start > 120000) throw new Error(status.textContent);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return direction;
+}"""
+TRANSLATE_ONE = """async (text) => {
+  const status = document.getElementById("translator-status");
+  const before = Number(status.dataset.done || 0);
+  document.getElementById("translator-input").value = text;
+  document.getElementById("translator-button").click();
+  const start = Date.now();
+  while (Number(status.dataset.done || 0) === before) {
+    if (status.dataset.error || Date.now() - start > 120000) throw new Error(status.textContent);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return document.getElementById("translator-output").textContent;
+}"""
+MODEL_FILES = (".onnx", ".wasm", ".json.gz")  # the bytes that matter: models, the runtime, the tokenizer
+
+
+@pytest.fixture(scope="module")
+def logged_site(site, serve_folder):
+    """The site on a server that logs what it sends: ``(base, log)``."""
+    log = []
+    with serve_folder(SITE, log) as base:
+        yield base, log
+
+
+def visit(context, url: str, script: str | None = None, arg=None):
+    """Open ``url`` in a new page of ``context``, wait until the model is loaded, run ``script``; returns
+    (the direction the page chose, the script's value, the URLs the page requested, its errors)."""
+    page = context.new_page()
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+    page.goto(url, wait_until="load")
+    direction = page.evaluate(LOADED)
+    value = page.evaluate(script, arg) if script else None
+    page.wait_for_timeout(200)
+    page.close()
+    return direction, value, requests, errors
+
+
+def model_paths(requests: list[str]) -> list[str]:
+    """The model files, the runtime's WebAssembly and model.json among the requests, as paths under _static/translator."""
+    marker = "_static/translator/"
+    return sorted({u.split(marker)[1] for u in requests if marker in u and u.endswith((*MODEL_FILES, ".json"))})
+
+
+def test_only_the_direction_asked_for_is_downloaded(logged_site, browser, capsys):
+    """At start the default direction's model (or the address's, translator.html#en_de, or the one the reader
+    chose last time), nothing of the other; the other when the reader picks it. Prints the bytes of each."""
+    base, log = logged_site
+    shared = ["models/tokenizer.json.gz", "ort/ort-wasm-simd-threaded.wasm"]
+    expected = {d: sorted([*shared, *(f"models/{d}/{f}" for f in ("decoder.onnx", "encoder.onnx", "model.json"))])
+                for d in ("de_en", "en_de")}
+    lines = []
+    for address, direction in (("", "de_en"), ("#en_de", "en_de")):
+        context = browser.new_context()
+        try:
+            log.clear()
+            chosen, _, requests, errors = visit(context, base + PAGE + address)
+            sent = [s.body_bytes for s in log if s.status == 200]
+            # the reader picks the other direction: only its own files come
+            other = "en_de" if direction == "de_en" else "de_en"
+            _, _, switched, more_errors = visit(context, base + PAGE + address, f"""async () => {{
+                const menu = document.getElementById("translator-direction");
+                menu.value = "{other}"; menu.dispatchEvent(new Event("change"));
+                await ({LOADED})();
+            }}""")
+            _, _, remembered, _ = visit(context, base + PAGE)  # the next visit opens with the reader's last choice
+        finally:
+            context.close()
+        assert chosen == direction and errors == [] and more_errors == []
+        assert model_paths(requests) == expected[direction], requests
+        assert not [p for p in model_paths(switched) if direction in p and p.endswith(".onnx")]
+        assert {f"models/{other}/encoder.onnx", f"models/{other}/decoder.onnx"} <= set(model_paths(switched))
+        assert f"models/{other}/model.json" in model_paths(remembered)
+        assert not [p for p in model_paths(remembered) if f"{direction}/" in p]
+        lines.append(f"translator.html{address}: {direction}'s model loaded after {len(sent)} requests, "
+                     f"{sum(sent) / 1e6:.1f} MB sent; none for {other}")
+    with capsys.disabled():
+        print("\n" + "\n".join(lines))
+
+
+# A page script: German→English's encoder never arrives unless its download is stopped (then it records that).
+HOLD_DE_EN_ENCODER = """
+const realFetch = window.fetch;
+window.stopped = [];
+window.fetch = (url, init = {}) => {
+  if (!String(url).endsWith("/de_en/encoder.onnx")) return realFetch(url, init);
+  return new Promise((resolve, reject) => init.signal?.addEventListener("abort", () => {
+    window.stopped.push(String(url));
+    reject(init.signal.reason);
+  }));
+};
+"""
+
+
+def test_choosing_the_other_direction_stops_the_first_ones_download(logged_site, browser):
+    """A reader who picks English→German while German→English still arrives downloads it no further, sees
+    no error, and translates; picking German→English again loads it."""
+    base, _ = logged_site
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.add_init_script(HOLD_DE_EN_ENCODER)
+        page.goto(base + PAGE, wait_until="load")
+        page.evaluate("""async () => {
+            while (!performance.getEntriesByType("resource").some((e) => e.name.includes("/de_en/decoder.onnx")))
+              await new Promise((resolve) => setTimeout(resolve, 20));
+            const menu = document.getElementById("translator-direction");
+            menu.value = "en_de"; menu.dispatchEvent(new Event("change"));
+        }""")
+        page.evaluate(LOADED)
+        output = page.evaluate(TRANSLATE_ONE, SENTENCES["en_de"][0])
+        stopped = page.evaluate("window.stopped")
+        status = page.evaluate("document.getElementById('translator-status').dataset.error ?? null")
+    finally:
+        context.close()
+    assert stopped and stopped[0].endswith("/de_en/encoder.onnx")
+    assert status is None
+    python = exported("en_de")
+    src = python.tokenizer.encode(SENTENCES["en_de"][0], eos=True)
+    assert output == python.tokenizer.decode(python.greedy(torch.tensor([src]))[0])
+
+
+def test_a_second_visit_downloads_no_model_and_works_offline(logged_site, browser, capsys):
+    """The models, the tokenizer and the runtime's WebAssembly are kept in Cache Storage: a second visit in
+    the same browser requests none of them, and translates with every model file cut off from the network."""
+    base, log = logged_site
+    context = browser.new_context()
+    try:
+        log.clear()
+        _, first, _, errors = visit(context, base + PAGE, TRANSLATE_ONE, SENTENCES["de_en"][0])
+        first_bytes = sum(s.body_bytes for s in log if s.status == 200)
+        kept = context.new_page()
+        kept.goto(base + PAGE, wait_until="load")
+        keys = kept.evaluate("""async () => {
+            const cache = await caches.open("transformer-book-translator");
+            return (await cache.keys()).map((r) => r.url.split("_static/translator/")[1]);
+        }""")
+        kept.evaluate(LOADED)
+        kept.close()
+        # the second visit: models, tokenizer, runtime and model.json cannot come from the network
+        context.route("**/_static/translator/models/**", lambda route: route.abort("internetdisconnected"))
+        context.route("**/*.wasm", lambda route: route.abort("internetdisconnected"))
+        log.clear()
+        _, second, requests, more_errors = visit(context, base + PAGE, TRANSLATE_ONE, SENTENCES["de_en"][0])
+        second_bytes = sum(s.body_bytes for s in log if s.status == 200)  # the page itself: routes turn the HTTP cache off
+    finally:
+        context.close()
+    assert errors == []
+    assert [e for e in more_errors if "ERR_INTERNET_DISCONNECTED" not in e] == []  # model.json's failed fetch
+    assert second == first
+    assert [u for u in requests if u.endswith(MODEL_FILES)] == []
+    versions = json.loads((MODELS / "de_en" / "model.json").read_text(encoding="utf-8"))["files"]
+    assert f"models/de_en/encoder.onnx?v={versions['encoder.onnx']}" in keys, keys
+    assert any(k.startswith("ort/ort-wasm-simd-threaded.wasm?v=") for k in keys), keys
+    with capsys.disabled():
+        print(f"\nfirst visit {first_bytes / 1e6:.1f} MB sent; second visit {second_bytes / 1e3:.0f} KB (the page, "
+              "its scripts and styles; models, tokenizer and runtime from Cache Storage)")
+
+
+UNSUPPORTED = (
+    "This browser cannot run the translator: it needs WebAssembly with SIMD, which Chrome, Edge and Firefox "
+    "have had since 2021 and Safari since version 16.4."
+)
+
+
+@pytest.mark.parametrize(
+    "init",
+    ["WebAssembly.validate = () => false;", "delete globalThis.WebAssembly;"],
+    ids=["no-simd", "no-webassembly"],
+)
+@pytest.mark.parametrize("page_path", [PAGE, "book/inside.html"])
+def test_a_browser_without_wasm_simd_gets_one_sentence(logged_site, browser, init, page_path):
+    """Without WebAssembly SIMD both pages say so in one sentence, download no model, and raise no error."""
+    base, _ = logged_site
+    context = browser.new_context()
+    requests, errors = [], []
+    try:
+        page = context.new_page()
+        page.add_init_script(init)
+        page.on("request", lambda request: requests.append(request.url))
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+        page.goto(base + page_path, wait_until="networkidle")
+        status = page.evaluate("""() => {
+            const line = document.querySelector('[id$="-status"][data-unsupported]');
+            return line && { text: line.textContent, controls: [...line.closest(".translator").querySelectorAll(
+              "button, select, textarea")].every((c) => c.disabled) };
+        }""")
+    finally:
+        context.close()
+    assert errors == []
+    assert status == {"text": UNSUPPORTED, "controls": True}
+    assert model_paths(requests) == []  # no model, tokenizer, runtime or model.json

@@ -8,8 +8,10 @@ After an HTML build, ``_static/translator/`` of the output receives:
   tokenizer, once for the directions that share it (``model.json`` names it), exported from the
   checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
   :func:`transformer_lib.web.export.cached_export`), with the BLEU measured for exactly that
-  checkpoint and precision in ``translator_record``, and the confidence threshold and example
-  sentences of ``translator_confidence_record`` (``python -m transformer_lib.benchmarks.confidence``).
+  checkpoint and precision in ``translator_record``, the confidence threshold and example
+  sentences of ``translator_confidence_record`` (``python -m transformer_lib.benchmarks.confidence``),
+  and each served file's version: the start of its SHA-256, the key under which the page keeps the
+  file in the browser's Cache Storage.
 
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
 (``python -m transformer_lib.benchmarks.onnx_precision``): a checkpoint without a measured
@@ -99,6 +101,11 @@ def write_translator_files(app, exception) -> None:
             "outside": [item["source"] for item in confidence["outside"][:2]],
         }
         info["megabytes"] = round(sum((out / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx")) / 1e6, 1)
+        # each file's version, the start of its SHA-256: the page keeps the files in the browser's
+        # Cache Storage under it, so that a reader's next visit downloads only a file that changed
+        served = {"encoder.onnx": out / "encoder.onnx", "decoder.onnx": out / "decoder.onnx"}
+        served[info["tokenizer"]] = (out / info["tokenizer"]).resolve()
+        info["files"] = {file: sha256_of(path)[:16] for file, path in served.items()}
         write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
 
 

@@ -4,7 +4,9 @@
 
 import { showExamples } from "./examples.js";
 import { drawHeatmap } from "./heatmap.js";
-import { Translator, argmax, confidenceOf, probability } from "./translator.js";
+import {
+  Translator, argmax, confidenceOf, modelInfo, openingDirection, probability, remember, unsupported,
+} from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_SOURCE = 100; // tokens: each step reads the whole prefix, so a paragraph would crawl
@@ -132,8 +134,14 @@ function preload() {
   const direction = $("inside-direction").value;
   const actions = state.actions;
   const idle = () => !state.source && state.actions === actions && $("inside").dataset.busy !== "1" && $("inside-direction").value === direction;
-  if (idle() && !$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)… You can type meanwhile.");
-  Translator.loadOnce(direction).then(() => {
+  const loading = () => idle() && !$("inside").dataset[`ready_${direction}`];
+  if (loading()) say("Loading the model… You can type meanwhile.");
+  Translator.stopOthers(direction); // only the chosen direction downloads
+  const load = Translator.loadOnce(direction);
+  modelInfo(direction).then((info) => {
+    if (loading()) say(`Loading the model (${info.megabytes} MB; your browser keeps it for your next visit)… You can type meanwhile.`);
+  }, () => {});
+  load.then(() => {
     $("inside").dataset[`ready_${direction}`] = String(performance.now()); // ms after the page was opened
     if (!$("inside-examples").childElementCount) { // model.json's first fetch failed: show them now
       showExamples($("inside-examples"), direction, pickExample).catch(() => {});
@@ -178,8 +186,8 @@ async function encode() {
   $("inside-encode").disabled = true;
   try {
     const direction = $("inside-direction").value;
-    if (!$("inside").dataset[`ready_${direction}`]) say("Loading the model (about 10 MB, once)…");
-    const model = await Translator.loadOnce(direction);
+    if (!$("inside").dataset[`ready_${direction}`]) say("Loading the model…");
+    const model = await Translator.loadOnce(direction, { keep: true });
     const pieces = model.tokenizer.encode(text);
     if (pieces.length + 1 > MAX_SOURCE) {
       return say(`This page reads up to ${MAX_SOURCE} tokens, a sentence or two; yours has ${pieces.length + 1}. ` +
@@ -444,31 +452,47 @@ function action(fn) {
   };
 }
 
-$("inside-direction").addEventListener("change", () => {
+// The page's controls, once the browser is known to run the model.
+function start() {
+  $("inside-direction").addEventListener("change", () => {
+    remember($("inside-direction").value);
+    $("inside-input").value = EXAMPLES[$("inside-direction").value];
+    $("inside-input").lang = $("inside-direction").value.split("_")[0];
+    showExamples($("inside-examples"), $("inside-direction").value, pickExample).catch(() => {});
+    preload();
+  });
+  $("inside-encode").addEventListener("click", action(encode));
+  $("inside-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); action(encode)(); }
+  });
+  $("inside-greedy").addEventListener("click", action(() => take("greedy")));
+  $("inside-sample").addEventListener("click", action(() => take("sample")));
+  $("inside-back").addEventListener("click", action(back));
+  $("inside-finish").addEventListener("click", action(finish));
+  $("inside-beam-run").addEventListener("click", action(runBeam));
+  for (const id of ["inside-temperature", "inside-topk"]) {
+    $(id).addEventListener("input", () => { if (state.source) drawChart(); });
+  }
+  $("inside-seed").addEventListener("input", () => { state.random = null; });
+  for (const id of ["inside-kind", "inside-layer", "inside-head"]) {
+    $(id).addEventListener("change", () => { if (state.source) drawAttention(); });
+  }
+  openingDirection($("inside-direction"));
   $("inside-input").value = EXAMPLES[$("inside-direction").value];
   $("inside-input").lang = $("inside-direction").value.split("_")[0];
   showExamples($("inside-examples"), $("inside-direction").value, pickExample).catch(() => {});
+  $("inside-encode").disabled = false;
+  $("inside").dataset.busy = "0";
   preload();
-});
-$("inside-encode").addEventListener("click", action(encode));
-$("inside-input").addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); action(encode)(); }
-});
-$("inside-greedy").addEventListener("click", action(() => take("greedy")));
-$("inside-sample").addEventListener("click", action(() => take("sample")));
-$("inside-back").addEventListener("click", action(back));
-$("inside-finish").addEventListener("click", action(finish));
-$("inside-beam-run").addEventListener("click", action(runBeam));
-for (const id of ["inside-temperature", "inside-topk"]) {
-  $(id).addEventListener("input", () => { if (state.source) drawChart(); });
 }
-$("inside-seed").addEventListener("input", () => { state.random = null; });
-for (const id of ["inside-kind", "inside-layer", "inside-head"]) {
-  $(id).addEventListener("change", () => { if (state.source) drawAttention(); });
-}
-$("inside-input").value = EXAMPLES[$("inside-direction").value];
+
 const pickExample = (text) => { $("inside-input").value = text; };
-showExamples($("inside-examples"), $("inside-direction").value, pickExample).catch(() => {});
-$("inside-encode").disabled = false;
-$("inside").dataset.busy = "0";
-preload();
+const missing = unsupported();
+if (missing) { // one sentence instead of the page's controls; nothing is downloaded
+  say(missing);
+  $("inside-status").dataset.unsupported = "true";
+  for (const control of document.querySelectorAll("#inside :is(select, textarea, button, input)")) control.disabled = true;
+  $("inside").dataset.busy = "0";
+} else {
+  start();
+}

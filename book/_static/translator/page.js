@@ -3,7 +3,7 @@
 
 import { showExamples } from "./examples.js";
 import { drawHeatmap as draw } from "./heatmap.js";
-import { Translator } from "./translator.js";
+import { Translator, modelInfo, openingDirection, remember, unsupported } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
 let last = null; // the latest result, redrawn when the layer or head changes
@@ -79,10 +79,10 @@ async function run() {
     return;
   }
   $("translator-button").disabled = true;
-  status.textContent = "Loading the model (about 10 MB, once)…";
+  status.textContent = "Loading the model…";
   delete status.dataset.error;
   try {
-    const model = await Translator.loadOnce(direction); // usually in already; a failed load is tried again
+    const model = await Translator.loadOnce(direction, { keep: true }); // usually in already; a failed load is tried again
     if (!$("translator-examples").childElementCount) examples(direction).catch(() => {});
     $("translator-model").textContent = describe(model.info);
     status.textContent = "Translating…";
@@ -104,6 +104,7 @@ async function run() {
     status.dataset.ms = String(result.ms);
     status.dataset.done = String(Number(status.dataset.done || 0) + 1);
   } catch (error) {
+    if (error.name === "AbortError") return; // the reader chose the other direction meanwhile
     status.textContent = `The translator could not run: ${error.message}`;
     status.dataset.error = error.message;
   } finally {
@@ -139,33 +140,55 @@ async function examples(direction) {
   offered = new Set(["", ...found.test, ...found.outside]);
 }
 
-// Load the chosen direction while the reader reads or types, and say when it is in, unless the
-// reader has pressed Translate since (it awaits the same load, and reports a failure and tries
-// again; "Type a sentence to translate first." stays until the next press).
+// Load the chosen direction (only it: another one still arriving stops) while the reader reads or
+// types, and say how much it downloads and when it is in, unless the reader has pressed Translate
+// since (it awaits the same load, and reports a failure and tries again; "Type a sentence to
+// translate first." stays until the next press).
 function preload() {
   const direction = $("translator-direction").value;
   const status = $("translator-status");
   const pressed = presses;
   const idle = () => presses === pressed && !$("translator-button").disabled && !status.dataset.done &&
     !status.dataset.error && $("translator-direction").value === direction;
-  Translator.loadOnce(direction).then(() => {
+  Translator.stopOthers(direction);
+  const loading = Translator.loadOnce(direction);
+  modelInfo(direction).then((info) => {
+    if (idle() && !status.dataset.loaded?.split(" ").includes(direction)) status.textContent = loadingLine(info);
+  }, () => {});
+  loading.then(() => {
+    status.dataset.loaded = `${status.dataset.loaded ?? ""} ${direction}`.trim();
     examples(direction).catch(() => {}); // in case model.json's first fetch failed
     if (idle()) status.textContent = "The model is loaded: press Translate, or type a sentence of your own first.";
   }, () => {});
 }
 
-$("translator-direction").addEventListener("change", () => {
+// What the model's load downloads, from model.json: the two ONNX files as the build wrote them.
+function loadingLine(info) {
+  return `Loading the model (${info.megabytes} MB; your browser keeps it for your next visit)… ` +
+    "You can type meanwhile.";
+}
+
+const missing = unsupported();
+if (missing) { // one sentence instead of the translator; nothing is downloaded
+  $("translator-status").textContent = missing;
+  $("translator-status").dataset.unsupported = "true";
+  for (const control of document.querySelectorAll("#translator :is(select, textarea, button)")) control.disabled = true;
+} else {
+  $("translator-direction").addEventListener("change", () => {
+    remember($("translator-direction").value);
+    setLanguages();
+    examples($("translator-direction").value).catch(() => {});
+    preload();
+  });
+  $("translator-button").addEventListener("click", run);
+  $("translator-input").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); run(); }
+  });
+  $("translator-layer").addEventListener("change", drawHeatmap);
+  $("translator-head").addEventListener("change", drawHeatmap);
+  $("translator-button").disabled = false;
+  openingDirection($("translator-direction"));
   setLanguages();
   examples($("translator-direction").value).catch(() => {});
   preload();
-});
-$("translator-button").addEventListener("click", run);
-$("translator-input").addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); run(); }
-});
-$("translator-layer").addEventListener("change", drawHeatmap);
-$("translator-head").addEventListener("change", drawHeatmap);
-$("translator-button").disabled = false;
-setLanguages();
-examples($("translator-direction").value).catch(() => {});
-preload();
+}

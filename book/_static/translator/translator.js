@@ -10,70 +10,189 @@ ort.env.wasm.wasmPaths = new URL("ort/", here).href;
 ort.env.wasm.numThreads = 1; // a static site cannot turn on the cross-origin isolation threads need
 
 
-async function fetchOk(url) {
-  const response = await fetch(url);
+async function fetchOk(url, signal) {
+  const response = await fetch(url, { signal });
   if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
   return response;
 }
 
+// What this page needs of a browser: WebAssembly with SIMD (ONNX Runtime Web's build). SIMD is
+// detected as wasm-feature-detect does it: does the browser accept a tiny module that uses one
+// SIMD instruction (i8x16.popcnt)? Returns the sentence to show instead of the translator, or null.
+const SIMD_MODULE = new Uint8Array([
+  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11,
+]);
+export function unsupported() {
+  let simd = false;
+  try {
+    simd = typeof WebAssembly === "object" && WebAssembly.validate(SIMD_MODULE);
+  } catch {
+    simd = false;
+  }
+  return simd ? null : "This browser cannot run the translator: it needs WebAssembly with SIMD, which Chrome, " +
+    "Edge and Firefox have had since 2021 and Safari since version 16.4.";
+}
+
+// The translator's files kept in the browser's Cache Storage, so that a second visit downloads no
+// model and the translator works offline once it has loaded. A file's key is its address with its
+// version (`?v=`: the first 16 hex digits of its SHA-256, from model.json, or the runtime's
+// version): a new model is fetched, and the older copy deleted. Without Cache Storage (a private
+// window may refuse it) the files come from the network each time.
+const CACHE = "transformer-book-translator";
+
+async function openCache() {
+  try {
+    return await caches.open(CACHE);
+  } catch {
+    return null;
+  }
+}
+
+async function cachedBytes(url, version, signal) {
+  const key = `${url}?v=${version}`;
+  const cache = await openCache();
+  const hit = cache && (await cache.match(key).catch(() => null));
+  if (hit) return new Uint8Array(await hit.arrayBuffer());
+  const bytes = new Uint8Array(await (await fetchOk(url, signal)).arrayBuffer());
+  if (cache) {
+    try {
+      for (const old of await cache.keys()) if (old.url.split("?")[0] === url) await cache.delete(old);
+      await cache.put(key, new Response(bytes));
+    } catch {
+      // storage full or refused: the next visit downloads the file again
+    }
+  }
+  return bytes;
+}
+
+// The runtime's WebAssembly (3.7 MB as sent), fetched once and handed to ONNX Runtime, so that it
+// arrives while the model files do rather than before them. A failed fetch is tried again next time.
+let wasm = null;
+function runtime() {
+  if (!wasm) {
+    const url = new URL("ort/ort-wasm-simd-threaded.wasm", here).href;
+    wasm = cachedBytes(url, ort.env.versions.web).then((bytes) => {
+      ort.env.wasm.wasmBinary = bytes;
+    });
+    wasm.catch(() => (wasm = null));
+  }
+  return wasm;
+}
+
 // tokenizer.json.gz: gunzip here, unless the server already did (some send .gz with Content-Encoding).
-async function fetchJsonGz(url) {
-  const bytes = new Uint8Array(await (await fetchOk(url)).arrayBuffer());
+async function jsonGz(bytes) {
   if (bytes[0] !== 0x1f || bytes[1] !== 0x8b) return JSON.parse(new TextDecoder().decode(bytes));
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
   return JSON.parse(await new Response(stream).text());
 }
 
 const tokenizers = new Map(); // one per file: both directions may share it
-const loads = new Map(); // direction -> Promise<Translator>
+const loads = new Map(); // direction -> { promise: Promise<Translator>, controller, kept, settled }
 const infos = new Map(); // direction -> Promise<model.json>
 
-// A direction's model.json, fetched once for whoever asks (the model's load, the examples); a failed
-// fetch is forgotten, so that asking again tries again.
+// A direction's model.json, fetched once for whoever asks (the model's load, the examples); from
+// the network first (it names the model files' versions), else the copy kept at the last visit
+// (offline). A failed fetch is forgotten, so that asking again tries again.
 export function modelInfo(direction) {
   if (!infos.has(direction)) {
-    const loading = fetchOk(new URL(`models/${direction}/model.json`, here)).then((response) => response.json());
+    const url = new URL(`models/${direction}/model.json`, here).href;
+    const loading = (async () => {
+      let response;
+      try {
+        response = await fetchOk(url);
+      } catch (error) {
+        const kept = await (await openCache())?.match(url).catch(() => null);
+        if (!kept) throw error;
+        return kept.json();
+      }
+      const text = await response.text();
+      (await openCache())?.put(url, new Response(text)).catch(() => {});
+      return JSON.parse(text);
+    })();
     loading.catch(() => infos.delete(direction));
     infos.set(direction, loading);
   }
   return infos.get(direction);
 }
 
+// The direction a page opens with: the address's (translator.html#en_de), else the one the reader
+// chose last time, else the menu's first. `remember` keeps the reader's choice for the next visit.
+const REMEMBERED = "transformer-book-translator-direction";
+export function openingDirection(select) {
+  const options = [...select.options].map((o) => o.value);
+  let remembered = null;
+  try {
+    remembered = localStorage.getItem(REMEMBERED);
+  } catch {
+    // storage refused: the menu's first
+  }
+  const wanted = [location.hash.slice(1), remembered].find((d) => options.includes(d));
+  if (wanted) select.value = wanted;
+  return select.value;
+}
+export function remember(direction) {
+  try {
+    localStorage.setItem(REMEMBERED, direction);
+  } catch {
+    // storage refused: nothing kept
+  }
+}
+
 export class Translator {
   // The direction's translator, loaded once and shared by whoever asks (a page may start the load
-  // when it opens and await it when the reader acts). A failed load is forgotten, so that asking
-  // again tries again.
-  static loadOnce(direction) {
+  // when it opens and await it when the reader acts; `keep`: a reader waits for it, so that
+  // `stopOthers` leaves it). A failed load is forgotten, so that asking again tries again.
+  static loadOnce(direction, { keep = false } = {}) {
     if (!loads.has(direction)) {
-      const loading = Translator.load(direction);
-      loading.catch(() => loads.delete(direction));
-      loads.set(direction, loading);
+      const controller = new AbortController();
+      const entry = { controller, kept: false, settled: false };
+      entry.promise = Translator.load(direction, controller.signal);
+      entry.promise.then(() => (entry.settled = true), () => loads.delete(direction));
+      loads.set(direction, entry);
     }
-    return loads.get(direction);
+    const entry = loads.get(direction);
+    entry.kept ||= keep;
+    return entry.promise;
   }
 
-  // Everything at once: the sessions start (and the runtime's WebAssembly compiles) while model.json
-  // and the tokenizer arrive. "basic" graph optimisation (constant folding, no fusions): the sessions
-  // start about 0.1 s sooner than with "all" on a 2-core machine, and each step is as fast.
-  static async load(direction) {
+  // The reader chose `direction`: the model files of another direction still arriving are not
+  // downloaded further, unless a press waits for them (a later choice of it loads it again).
+  static stopOthers(direction) {
+    for (const [other, entry] of loads) {
+      if (other !== direction && !entry.settled && !entry.kept) {
+        loads.delete(other);
+        entry.controller.abort();
+      }
+    }
+  }
+
+  // Everything at once: the runtime's WebAssembly, model.json, then the encoder, the decoder and
+  // the tokenizer, each from Cache Storage when an earlier visit kept it; a session starts as soon
+  // as its file and the runtime are in. "basic" graph optimisation (constant folding, no fusions):
+  // the sessions start about 0.1 s sooner than with "all" on a 2-core machine, and each step is as fast.
+  static async load(direction, signal) {
     const folder = new URL(`models/${direction}/`, here);
     const options = { executionProviders: ["wasm"], graphOptimizationLevel: "basic" };
-    const info = modelInfo(direction);
-    const [infoJson, tokenizer, encoder, decoder] = await Promise.all([
-      info,
-      info.then(({ tokenizer: name }) => {
-        const url = new URL(name ?? "tokenizer.json.gz", folder).href;
-        if (!tokenizers.has(url)) {
-          const loading = fetchJsonGz(url).then((spec) => new Tokenizer(spec));
-          loading.catch(() => tokenizers.delete(url)); // a failed load is tried again next time
-          tokenizers.set(url, loading);
-        }
-        return tokenizers.get(url);
-      }),
-      ort.InferenceSession.create(new URL("encoder.onnx", folder).href, options),
-      ort.InferenceSession.create(new URL("decoder.onnx", folder).href, options),
+    const ready = runtime();
+    const info = await modelInfo(direction);
+    const versions = info.files ?? {};
+    const file = (name, abort) => cachedBytes(new URL(name, folder).href, versions[name] ?? "unversioned", abort);
+    const session = async (name) => {
+      const [bytes] = await Promise.all([file(name, signal), ready]);
+      signal?.throwIfAborted();
+      return ort.InferenceSession.create(bytes, options);
+    };
+    const name = info.tokenizer ?? "tokenizer.json.gz";
+    const url = new URL(name, folder).href;
+    if (!tokenizers.has(url)) { // shared by the directions: never stopped with one of them
+      const loading = file(name).then(jsonGz).then((spec) => new Tokenizer(spec));
+      loading.catch(() => tokenizers.delete(url)); // a failed load is tried again next time
+      tokenizers.set(url, loading);
+    }
+    const [tokenizer, encoder, decoder] = await Promise.all([
+      tokenizers.get(url), session("encoder.onnx"), session("decoder.onnx"),
     ]);
-    return new Translator(infoJson, tokenizer, encoder, decoder);
+    return new Translator(info, tokenizer, encoder, decoder);
   }
 
   constructor(info, tokenizer, encoder, decoder) {
