@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -78,9 +79,48 @@ def time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 0.001))
 
 
+def _remote(answer: Any) -> bool:
+    """Whether ``answer`` lives in a submission's process (:class:`.sandbox.Remote`), not in this one."""
+    from transformer_lib.coursework.channel import Handle
+
+    return isinstance(answer, Handle)
+
+
+def _remote_call(
+    function: Any, args: tuple, kwargs: dict, name: str, seconds: float, request: str = "call", extra: tuple = ()
+) -> Any:
+    """A request to the submission's process, under a limit kept from outside; failures as Wrong."""
+    from transformer_lib.coursework import sandbox
+
+    if not function._callable and request == "call":
+        raise Wrong(f"{name} should be a function, got {function._type}")
+    try:
+        return function._sandbox.ask(
+            (request, function, args, kwargs, *extra), root=function._root, handle=function, seconds=seconds
+        )
+    except sandbox.Stopped as stopped:
+        if str(stopped).startswith(("stopped after", "was stopped earlier")):
+            raise Wrong(f"{name} {stopped}") from None
+        raise Wrong(f"{name} could not be graded: {stopped}") from None
+    except sandbox.RemoteError as error:
+        if error.kind == "Wrong":
+            raise Wrong(error.message) from None
+        if error.kind == "NameError":
+            raise Wrong(
+                f"{name} raised NameError: {error.message} (an import missing, or a cell that failed?)"
+            ) from None
+        raise Wrong(f"{name} raised {error}") from None
+
+
 def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **kwargs: Any) -> Any:
-    """``function(*args, **kwargs)``, its failure turned into one line naming the call."""
+    """``function(*args, **kwargs)``, its failure turned into one line naming the call.
+
+    An answer in a submission's process (a :class:`.sandbox.Remote`) is called there, its arguments
+    and its result passing as data, and a call past ``seconds`` kills that process from outside.
+    """
     function = defined(function, name)
+    if _remote(function):
+        return _remote_call(function, args, kwargs, name, seconds)
     if not callable(function):
         raise Wrong(f"{name} should be a function, got {type(function).__name__}")
     code = _code_of(function)
@@ -177,6 +217,10 @@ def without(components: dict[str, Any], namespaces: tuple[dict, ...] = ()) -> It
     component, and every name in ``namespaces`` (a learner's globals, where ``from ... import``
     put its own references) bound to it. Everything is put back afterwards.
     """
+    if isinstance(namespaces, RemoteNamespaces):  # replaced in the submission's process, not here
+        with _remote_context(namespaces, "without", list(components)):
+            yield
+        return
     targets = {id(obj): (name, unavailable(name)) for name, obj in components.items()}
     replaced: list[tuple[Any, str, Any]] = []
     modules = [m for n, m in list(sys.modules.items()) if n.split(".")[0] in ("transformer_lib", "torch", "sacrebleu")]
@@ -200,8 +244,14 @@ def without(components: dict[str, Any], namespaces: tuple[dict, ...] = ()) -> It
                 setattr(place, attr, value)
 
 
+class RemoteNamespaces(tuple):
+    """The namespaces of answers in a submission's process: :func:`without` and :func:`standing_in` act there."""
+
+
 def globals_of(*answers: Any) -> tuple[dict, ...]:
     """The global namespaces the learner's functions and classes see (for :func:`without`)."""
+    if any(_remote(answer) for answer in answers):
+        return RemoteNamespaces(answer for answer in answers if _remote(answer))
     found: dict[int, dict] = {}
     for answer in answers:
         functions = [answer] if callable(answer) and hasattr(answer, "__globals__") else []
@@ -221,6 +271,10 @@ def standing_in(namespaces: tuple[dict, ...], **names: Any) -> Iterator[None]:
     A question that builds on an earlier one is graded on its own: a mistake costs its question's
     points only. The learner's names are put back afterwards.
     """
+    if isinstance(namespaces, RemoteNamespaces):  # the correct versions are called back from there
+        with _remote_context(namespaces, "standing_in", names):
+            yield
+        return
     saved = [(namespace, name, namespace.get(name, _MISSING)) for namespace in namespaces for name in names]
     try:
         for namespace in namespaces:
@@ -237,40 +291,170 @@ def standing_in(namespaces: tuple[dict, ...], **names: Any) -> Iterator[None]:
 _MISSING = object()
 
 
-REFERENCE_SHARE = 0.25  # lines identical to the references beyond which a file is not graded (models: ~5 %)
+@contextmanager
+def _remote_context(owners: RemoteNamespaces, request: str, what: Any) -> Iterator[None]:
+    from transformer_lib.coursework import sandbox
+
+    box = owners[0]._sandbox
+    try:
+        token = box.ask((request, list(owners), what), seconds=CALL_SECONDS)
+    except (sandbox.Stopped, sandbox.RemoteError) as error:
+        raise Wrong(f"the answer could not be graded: {error}") from None
+    try:
+        yield
+    finally:
+        if owners[0]._generation == box.generation:  # a process stopped since has nothing to put back
+            with suppress_remote():
+                box.ask(("restore", token), seconds=CALL_SECONDS)
+
+
+@contextmanager
+def suppress_remote() -> Iterator[None]:
+    from transformer_lib.coursework import sandbox
+
+    try:
+        yield
+    except (sandbox.Stopped, sandbox.RemoteError):
+        pass
+
+
+def placed(answer: Any, *objects: Any) -> Any:
+    """``objects`` where ``answer`` runs: themselves, or copies in the submission's process, as handles.
+
+    For what an answer changes and the test then reads (a model and its optimizer that a training step
+    updates): a copy sent with each call would come back unchanged. They are sent together, so that
+    what they share (the model's parameters, which the optimizer holds) stays shared. One object is
+    returned alone.
+    """
+    if _remote(answer):
+        objects = tuple(_remote_call(answer, objects, {}, "keeping the test's objects", CALL_SECONDS, "keep"))
+    return objects[0] if len(objects) == 1 else objects
+
+
+def gradient(function: Any, *args: Any, name: str, wrt: int = 0, **kwargs: Any) -> tuple[Any, Any]:
+    """``(function(*args, **kwargs), the gradient of its sum with respect to args[wrt])``: where the answer
+    runs, so that a gradient is followed through the learner's own code. The gradient is None when
+    none reaches ``args[wrt]``."""
+    function = defined(function, name)
+    if _remote(function):
+        return _remote_call(function, args, kwargs, name, CALL_SECONDS, "gradient", (wrt,))
+    args = list(args)
+    args[wrt] = args[wrt].detach().clone().requires_grad_()
+    out = call(function, *args, name=name, **kwargs)
+    first = out[0] if isinstance(out, tuple) and out else out
+    if isinstance(first, Tensor) and first.requires_grad:
+        first.sum().backward()
+    return out, args[wrt].grad
+
+
+def inherits(answer: Any, dotted: str) -> bool:
+    """Whether ``answer`` is a class derived from the one ``dotted`` names (``transformer_lib.MultiHeadAttention``)."""
+    if _remote(answer):
+        try:
+            return bool(answer._sandbox.ask(("subclass", answer, dotted), root=answer._root, handle=answer))
+        except Exception:
+            return False
+    import importlib
+
+    module, _, attr = dotted.rpartition(".")
+    return isinstance(answer, type) and issubclass(answer, getattr(importlib.import_module(module), attr))
+
+
+REFERENCE_SHARE = 0.25  # share of lines that copy their reference beyond which a file is not graded
+NEAR_COPY = (3, 0.05)  # a line within 3 character edits of its reference, or 5 % of its characters, copies it
 BLEU_CEILING = 60.0  # far above any system trained on Multi30k alone (the best are in the low 40s)
 BY_HAND = "not graded automatically (your instructor grades it by hand)"  # the end of every refusal
+HANDED_IN_HINT = "hand in your translations beside the notebook as UTF-8 text, one a line (translations.de-en.txt)"
+
+
+def handed_in_lines(path: Any, name: str = "translations_file") -> list[str]:
+    """The lines of a file handed in beside the notebook, or Wrong saying what to hand in.
+
+    ``path`` is the notebook's name for it, a string: it must name a file in the folder being graded
+    (the grader's copy of what was handed in, never a file elsewhere), in UTF-8 (a byte-order mark
+    allowed), any line ends.
+    """
+    path = defined(path, name)
+    if not isinstance(path, (str, Path)):
+        raise Wrong(f"{name} should be the file's name, a string, got {type(path).__name__}: {HANDED_IN_HINT}")
+    file = Path(path)
+    here = Path.cwd().resolve()
+    try:
+        inside = file.resolve().is_relative_to(here)
+    except (OSError, ValueError):
+        inside = False
+    if not inside:
+        raise Wrong(f"{name} names {path}, not a file handed in beside the notebook: {HANDED_IN_HINT}")
+    if not file.is_file():
+        raise Wrong(f"no file {path} next to the notebook: run the cells above, or {HANDED_IN_HINT}")
+    try:
+        text = file.read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise Wrong(f"{file.name} is not UTF-8 text (saved as UTF-16?): {HANDED_IN_HINT}") from None
+    return text.splitlines()
+
+
+def normalised(line: str) -> str:
+    """A line as the reference check compares it: Unicode NFKC, case folded, punctuation and spacing
+    dropped (so that tokenised, detokenised, doubled-space or full-width copies read the same)."""
+    folded = unicodedata.normalize("NFKC", line).casefold()
+    return " ".join(re.sub(r"[\W_]+", " ", folded).split())
+
+
+def edits_within(a: str, b: str, cap: int) -> bool:
+    """Whether the character edit distance of ``a`` and ``b`` is at most ``cap`` (stops early past it)."""
+    if abs(len(a) - len(b)) > cap:
+        return False
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, other in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+        if min(current) > cap:
+            return False
+        previous = current
+    return previous[-1] <= cap
+
+
+def copies(hypotheses: list[str], references: list[str]) -> int:
+    """How many lines copy their reference: once :func:`normalised`, within :data:`NEAR_COPY` character
+    edits of it (3, or 5 % of its characters where that is more: a word swapped, a letter changed).
+    Lesson 11's trained model's translations: about 10 % of lines, against the quarter that refuses."""
+    floor, share = NEAR_COPY
+    found = 0
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        a, b = normalised(hypothesis), normalised(reference)
+        found += a == b or edits_within(a, b, max(floor, int(share * max(len(a), len(b)))))
+    return found
 
 
 @functools.cache
-def _bleu_of(path: str, modified: float, split: str, lang: str) -> tuple[float, int, int]:
-    """(BLEU, lines identical to their reference, lines) of a translations file."""
+def _bleu_of(text: str, split: str, lang: str) -> tuple[float, int, int]:
+    """(BLEU, lines that copy their reference, lines) of a translations file's text."""
     from transformer_lib.data import load_multi30k
     from transformer_lib.metrics import sacrebleu_score
 
-    hypotheses = Path(path).read_text(encoding="utf-8").splitlines()
+    hypotheses = text.splitlines()
     references = load_multi30k(split, lang)
     if len(hypotheses) != len(references):
-        name, n = Path(path).name, len(hypotheses)
-        raise Wrong(f"{name} has {n} lines; {split} has {len(references)} sentences, one a line")
-    same = sum(h.strip() == r.strip() for h, r in zip(hypotheses, references, strict=True))
-    return sacrebleu_score(hypotheses, references), same, len(references)
+        raise Wrong(f"the file has {len(hypotheses)} lines; {split} has {len(references)} sentences, one a line")
+    return sacrebleu_score(hypotheses, references), copies(hypotheses, references), len(references)
 
 
 def translation_bleu(path: Any, split: str, lang: str) -> float:
     """Cased sacreBLEU of a file of translations (one a line) against a Multi30k split, as lesson 11 scores.
 
-    Computed once per file and modification time: a capstone's tests ask for it many times. A file
-    that is mostly the references themselves (they ship with the dataset), or that scores beyond
-    any model trained on Multi30k, is not graded: Wrong says why, for the instructor to read by hand.
+    Computed once per content: a capstone's tests ask for it many times. A file whose lines copy the
+    references (they ship with the dataset) beyond :data:`REFERENCE_SHARE`, however disguised
+    (:func:`copies`), or that scores beyond any model trained on Multi30k, is not graded: Wrong says
+    why, for the instructor to read by hand.
     """
-    path = Path(defined(path, "the translations file"))
-    if not path.is_file():
-        raise Wrong(f"no file {path}: hand in your translations with the notebook")
-    bleu, same, lines = _bleu_of(str(path.resolve()), path.stat().st_mtime, split, lang)
-    if same > REFERENCE_SHARE * lines or bleu > BLEU_CEILING:
+    lines = handed_in_lines(path)
+    bleu, same, total = _bleu_of("\n".join(lines), split, lang)
+    if same > REFERENCE_SHARE * total or bleu > BLEU_CEILING:
         raise Wrong(
-            f"{path.name}: {same:,} of {lines:,} lines are {split}'s references word for word, BLEU {bleu:.1f} "
-            f"(a trained model: about 5 % and 40): {BY_HAND}"
+            f"{Path(path).name}: {same:,} of {total:,} lines copy {split}'s references (case, spacing and "
+            f"punctuation set aside, a few characters changed), BLEU {bleu:.1f} (a trained model: about "
+            f"10 % and 40; refused beyond {REFERENCE_SHARE:.0%} or {BLEU_CEILING:g}): {BY_HAND}"
         )
     return bleu

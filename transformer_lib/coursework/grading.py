@@ -31,6 +31,7 @@ import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -266,50 +267,7 @@ class Score:
     possible: float
     message: str  # "passed", or the test that cost the points and the first line of why
     by_hand: bool = False  # a question the instructor grades: points 0 here, to be entered by hand
-
-
-def _first_failure(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(("AssertionError", "Wrong", "TimeoutError")) or "Error:" in line:
-            return line
-    return lines[-1] if lines else ""
-
-
-def test_cases(autograder: Path, question: str) -> list[tuple[str, float]]:
-    """(name, points) of each test of ``question`` in the zip, in the order Otter numbers them (read, never run)."""
-    with zipfile.ZipFile(autograder) as archive:
-        try:
-            tree = ast.parse(archive.read(f"tests/{question}.py").decode("utf-8"))
-        except (KeyError, SyntaxError):
-            return []
-    cases = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            for decorator in node.decorator_list:
-                if isinstance(decorator, ast.Call) and getattr(decorator.func, "id", None) == "test_case":
-                    keywords = {k.arg: k.value for k in decorator.keywords}
-                    points = keywords.get("points")
-                    cases.append((node.name, float(points.value) if isinstance(points, ast.Constant) else 0.0))
-    return cases
-
-
-def costly_failure(output: str, cases: list[tuple[str, float]]) -> str:
-    """The first failed test that carries points, named, with its first line of why.
-
-    Otter's output numbers a question's tests (``q2 - 1 result:``) and lists the public ones too,
-    which carry no points: naming the first failure could name one that cost nothing.
-    """
-    blocks = re.split(r"^\s*\S+ - (\d+) result:\s*$", output, flags=re.M)
-    failures = [
-        (int(number), block)
-        for number, block in zip(blocks[1::2], blocks[2::2], strict=True)
-        if "Test case passed" not in block
-    ]
-    for number, block in failures:
-        if 0 < number <= len(cases) and cases[number - 1][1] > 0:
-            return f"{cases[number - 1][0]}: {_first_failure(block)}"
-    return _first_failure(failures[0][1] if failures else output)
+    note: bool = False  # not a question: what grading refused or stopped (NOTES_ROW), no points
 
 
 def possible_points(autograder: Path) -> float:
@@ -332,146 +290,83 @@ def possible_points(autograder: Path) -> float:
     return total
 
 
-# What Otter (or Jupyter) says when it cannot grade a notebook at all, and what the instructor can do.
-_OTTER_FAILURES = (
-    (r"NotJSONError", lambda m: "not a notebook Jupyter can read (not JSON): ask for the .ipynb as Jupyter saved it"),
-    (
-        r"Received submission for assignment 'None' \(this is assignment '(.*?)'\)",
-        lambda m: f"this notebook names no assignment: it is not the student notebook of {m[1]} (ask for that one)",
-    ),
-    (
-        r"Received submission for assignment '(.*?)' \(this is assignment '(.*?)'\)",
-        lambda m: f"this is a notebook of {m[1]}, not {m[2]}: grade it with {m[1]}'s autograder.zip",
-    ),
-    (
-        r"No such kernel named (\S+)",
-        lambda m: f"the notebook asks for a kernel named {m[1]}: set its kernel to Python 3, save it, grade it again",
-    ),
-)
-
-
-def plain_failure(line: str) -> str:
-    """Otter's last line when a notebook could not be graded at all, in words an instructor can act on."""
-    for pattern, say in _OTTER_FAILURES:
-        found = re.search(pattern, line)
-        if found:
-            return say(found)
-    return line
-
-
-def as_python3(notebook: Path, folder: Path) -> Path:
-    """The notebook, or a copy in ``folder`` whose kernel is Python 3, as Gradescope's Otter grades it.
-
-    ``otter run`` starts the kernel a notebook names, and a student's may name one only their machine
-    has (``conda-env-course-py``, say): it would not be graded at all. Zips and notebooks that cannot
-    be read are left as they are (Otter says what is wrong with them).
-    """
-    if notebook.suffix != ".ipynb":
-        return notebook
-    try:
-        content = json.loads(notebook.read_text(encoding="utf-8"))
-        spec = content["metadata"]["kernelspec"]
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError):
-        return notebook
-    if not isinstance(spec, dict) or spec.get("name") == "python3":
-        return notebook
-    spec["name"] = "python3"
-    copy = folder / notebook.name
-    copy.write_text(json.dumps(content), encoding="utf-8")
-    return copy
-
-
 def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS) -> list[Score]:
-    """``otter run`` one submission in its own process; every question's points, or zero and why."""
-    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as scratch:
-        notebook = as_python3(submission, Path(scratch))
-        server = _forkserver()
-        if server is None:  # Windows: a new Python for each submission
-            failed = _otter_subprocess(autograder, notebook, Path(out), seconds)
-        else:
-            failed = _otter_forked(server, autograder, notebook, Path(out), seconds)
+    """One submission: its code in a sandbox (:mod:`.sandbox`), its tests in a process of the grader's
+    (:mod:`.grader`); every question's points, or zero and why, and a row for what was refused.
+
+    The grader's process forks from a server that imported PyTorch once, where there is fork (a new
+    Python elsewhere). Whatever becomes of it, every process the submission started is killed and
+    every folder of the grading removed when it ends.
+    """
+    from transformer_lib.coursework import sandbox
+
+    isolation = sandbox.isolation()  # tried once per process
+    mark = sandbox.new_mark()
+    uid = sandbox.free_uid() if isolation.users else -1
+    context = _grading_context()
+    with tempfile.TemporaryDirectory(prefix="tl-results-") as out:
+        os.chmod(out, 0o700)
+        guarded = [str(Path(autograder).resolve()), str(Path(submission).resolve().parent), out]
+        args = (str(autograder), str(submission), seconds, isolation, guarded, mark, uid, out)
+        process = context.Process(target=_grade_in_process, args=args)
+        process.start()
+        process.join(seconds + sandbox.START_SECONDS)
+        timed_out = process.is_alive()
+        if timed_out:
+            process.kill()
+            process.join()
+        sandbox.clean_up(uid, mark)
         results = Path(out, "results.json")
-        if failed or not results.exists():
-            why = plain_failure(failed) if failed else "Otter wrote no results"
-            scores = [Score(submission.name, "-", 0.0, possible_points(autograder), f"not graded: {why}")]
-            return scores + by_hand_scores(autograder, submission.name)
-        tests = json.loads(results.read_text(encoding="utf-8"))["tests"]
-    scores = []
-    for test in tests:
-        if test.get("max_score") is None:  # Otter's summary of the public tests: no points of its own
-            continue
-        points, possible = float(test.get("score") or 0), float(test["max_score"])
-        output = test.get("output") or ""
-        message = "passed" if points == possible else costly_failure(output, test_cases(autograder, test["name"]))
-        scores.append(Score(submission.name, test["name"], points, possible, message))
-    return scores + by_hand_scores(autograder, submission.name)
+        graded = json.loads(results.read_text(encoding="utf-8")) if results.exists() else None
+    if graded is None:
+        why = f"grading stopped after {seconds} s" if timed_out else f"the grader's process failed ({process.exitcode})"
+        graded = {"not_graded": why, "questions": {}, "notes": []}
+    rows = []
+    if graded["not_graded"]:
+        rows.append(
+            Score(submission.name, "-", 0.0, possible_points(autograder), f"not graded: {graded['not_graded']}")
+        )
+    for question, (points, possible, message) in graded["questions"].items():
+        rows.append(Score(submission.name, question, float(points), float(possible), message))
+    rows += by_hand_scores(autograder, submission.name)
+    if graded["notes"]:
+        rows.append(Score(submission.name, NOTES_ROW, 0.0, 0.0, "; ".join(graded["notes"]), note=True))
+    return rows
 
 
-def _forkserver() -> multiprocessing.context.BaseContext | None:
-    """Where processes can fork from a server that imported Otter once: a submission's process then
-    starts in milliseconds, not the seconds Otter and PyTorch take to import (a third of a small
-    assignment's grading). ``None`` where there is no fork (Windows)."""
+NOTES_ROW = "refused"  # the row that says what a submission tried that grading refused or stopped
+
+
+def _grading_context() -> multiprocessing.context.BaseContext:
+    """Where processes can fork from a server that imported PyTorch once, so that a grading starts in
+    milliseconds, not the seconds imports take; a new Python for each where there is no fork (Windows)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
+        return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["otter.run", "transformer_lib.coursework.grading"])  # read once, at its start
+    context.set_forkserver_preload(["transformer_lib.coursework.grader"])  # read once, at its start
     return context
 
 
-def _otter_forked(
-    server: multiprocessing.context.BaseContext, autograder: Path, notebook: Path, out: Path, seconds: int
-) -> str:
-    """``otter run`` in a process forked from the ``server``; ``""``, or why it failed in one line."""
-    _otter()  # Otter missing: one line saying how to install it
-    log = out / "otter.log"
-    args = (str(autograder), str(notebook), str(out), str(log), dict(os.environ), os.getcwd())
-    process = server.Process(target=_run_otter, args=args)
-    process.start()
-    process.join(seconds)
-    if process.is_alive():
-        process.kill()
-        process.join()
-        return f"grading stopped after {seconds} s"
-    if process.exitcode == 0:
-        return ""
-    return _last_line(log.read_text(encoding="utf-8", errors="replace") if log.exists() else "")
+def _grade_in_process(
+    autograder: str, submission: str, seconds: int, isolation: Any, guarded: list[str], mark: str, uid: int, out: str
+) -> None:
+    """The grader's process: the tests here, the submission's code in its sandbox; results.json into ``out``."""
+    from transformer_lib.coursework import grader
 
-
-def _run_otter(autograder: str, notebook: str, out: str, log: str, environ: dict, cwd: str) -> None:
-    """What ``otter run --no-logo`` does, in this process: the caller's environment and folder, Otter's
-    printout discarded, its errors (and the traceback of one that stops it) into ``log``."""
-    from otter import logging as otter_logging
-    from otter.run import main as otter_run
-
-    os.environ.clear()
-    os.environ.update(environ)  # the caller's now, not the server's when it started
-    os.chdir(cwd)
-    with open(os.devnull, "w", encoding="utf-8") as quiet, open(log, "w", encoding="utf-8") as errors:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(quiet.fileno(), 1)
-        os.dup2(errors.fileno(), 2)
-    otter_logging.set_level(otter_logging.WARNING)  # the command line's default
-    otter_run(notebook, autograder=autograder, output_dir=out, no_logo=True)
-
-
-def _otter_subprocess(autograder: Path, notebook: Path, out: Path, seconds: int) -> str:
-    """``otter run`` in a new Python; ``""``, or why it failed in one line."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the tests print nothing anyone reads
     try:
-        result = subprocess.run(
-            [*_otter(), "run", "--no-logo", "-a", str(autograder), "-o", str(out), str(notebook)],
-            capture_output=True,
-            text=True,
-            timeout=seconds,
+        graded = grader.grade_submission(
+            Path(autograder), Path(submission), seconds, isolation, guarded, mark=mark, uid=uid
         )
-    except subprocess.TimeoutExpired:
-        return f"grading stopped after {seconds} s"
-    return "" if result.returncode == 0 else _last_line(result.stderr)
-
-
-def _last_line(errors: str) -> str:
-    """What Otter said last on its error stream: the error that stopped it."""
-    return (errors.strip().splitlines() or ["no message"])[-1]
+        result = {
+            "questions": graded.questions,
+            "notes": graded.notes,
+            "not_graded": graded.not_graded,
+            "sha256": graded.sha256,
+        }
+    except grader.NotGraded as why:
+        result = {"questions": {}, "notes": [], "not_graded": str(why)}
+    Path(out, "results.json").write_text(json.dumps(result), encoding="utf-8")
 
 
 def by_hand_scores(autograder: Path, submission: str) -> list[Score]:
@@ -547,7 +442,13 @@ def write_csv(scores: list[Score], path: Path) -> None:
         writer = csv.writer(f)
         writer.writerow(["submission", "question", "points", "possible", "message"])
         writer.writerows(
-            [s.submission, s.question, "" if s.by_hand else f"{s.points:g}", f"{s.possible:g}", s.message]
+            [
+                s.submission,
+                s.question,
+                "" if s.by_hand or s.note else f"{s.points:g}",
+                "" if s.note else f"{s.possible:g}",
+                s.message,
+            ]
             for s in scores
         )
     partial.replace(path)
@@ -559,8 +460,9 @@ def table(scores: list[Score]) -> str:
     for name in dict.fromkeys(s.submission for s in scores):
         mine = [s for s in scores if s.submission == name]
         for s in mine:
-            lines.append((name, s.question, f"{'?' if s.by_hand else f'{s.points:g}'}/{s.possible:g}", s.message))
-        auto = [s for s in mine if not s.by_hand]
+            points = "" if s.note else f"{'?' if s.by_hand else f'{s.points:g}'}/{s.possible:g}"
+            lines.append((name, s.question, points, s.message))
+        auto = [s for s in mine if not s.by_hand and not s.note]
         hand = sum(s.possible for s in mine if s.by_hand)
         lines.append(
             (

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+from typing import Any
 
 from transformer_lib.coursework.checks import BY_HAND
 from transformer_lib.coursework.grading import plugin_base
@@ -97,6 +98,12 @@ def _changes(tree: ast.AST, names: dict[str, str]) -> list[tuple[int, str]]:
 
 def tampering(cells: list[str]) -> str | None:
     """One line naming the first change to a watched library in the code cells, or None."""
+    found = changes(cells)
+    return f"Wrong: {found[0]}, which the tests rely on: {BY_HAND}" if found else None
+
+
+def changes(cells: Any) -> list[str]:
+    """``code cell N, line L changes X`` for each change to a watched library the code cells make."""
     sources = [_python(source) for source in cells]
     trees = []
     for source in sources:
@@ -107,10 +114,11 @@ def tampering(cells: list[str]) -> str | None:
     names: dict[str, str] = {}
     for tree in trees:  # a notebook's imports hold in every later cell (and, run out of order, earlier)
         names.update(_imported(tree))
-    for number, tree in enumerate(trees, start=1):
-        for line, what in _changes(tree, names):
-            return f"Wrong: code cell {number}, line {line} changes {what}, which the tests rely on: {BY_HAND}"
-    return None
+    return [
+        f"code cell {number}, line {line} changes {what}"
+        for number, tree in enumerate(trees, start=1)
+        for line, what in _changes(tree, names)
+    ]
 
 
 class LibraryGuard(plugin_base()):

@@ -195,7 +195,24 @@ def replaced(solution: str, spec: str | list) -> str:
 ROOT = Path(__file__).resolve().parents[2]  # the repository: the records a file variant starts from
 CAPSTONE_TRANSLATIONS = "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run
 HANDED_IN = "translations.de-en.txt"  # the file the capstone's solution names and its export cell zips
-_FILE_CHANGES = {"translations", "references", "sources", "shift", "lines", "padded", "crlf", "final_newline"}
+_FILE_CHANGES = {
+    "translations",
+    "references",
+    "sources",
+    "shift",
+    "lines",
+    "padded",
+    "crlf",
+    "final_newline",
+    "copied",
+    "disguise",
+}
+_DISGUISES = {  # how a copied reference line is disguised: each must still count as a copy
+    "doubled_spaces": lambda line: line.replace(" ", "  "),
+    "lowercase_tokenised": lambda line: re.sub(r"\s*([.,!?;:])", r" \1", line.lower()),
+    "full_width": lambda line: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in line),
+    "one_word_changed": lambda line: re.sub(r"\b(a|the)\b", lambda m: "the" if m[1] == "a" else "a", line, count=1),
+}
 
 
 def handed_in(spec: dict) -> str:
@@ -203,9 +220,10 @@ def handed_in(spec: dict) -> str:
 
     The lines are a record's (``translations``: a path under ``results/``; lesson 11's recorded
     ``test_2016_flickr`` translations unless given), or test_2016_flickr's English ``references`` or
-    German ``sources``; then ``shift`` lines out of place (the last line repeated at the end), the
-    first ``lines`` kept, each ``padded`` with spaces at both ends, ``crlf`` line ends, and no
-    final line end when ``final_newline`` is false.
+    German ``sources``; then the first ``copied`` share of lines replaced by their references, each
+    disguised as ``disguise`` says (:data:`_DISGUISES`); then ``shift`` lines out of place (the last
+    line repeated at the end), the first ``lines`` kept, each ``padded`` with spaces at both ends,
+    ``crlf`` line ends, and no final line end when ``final_newline`` is false.
     """
     unknown = set(spec) - _FILE_CHANGES
     if unknown:
@@ -216,6 +234,13 @@ def handed_in(spec: dict) -> str:
         lines = load_multi30k("test_2016_flickr", "en" if spec.get("references") else "de")
     else:
         lines = records.read_text(ROOT / spec.get("translations", CAPSTONE_TRANSLATIONS)).splitlines()
+    if spec.get("copied"):  # the first share of lines replaced by their references, disguised
+        from transformer_lib.data import load_multi30k
+
+        references = load_multi30k("test_2016_flickr", "en")
+        disguise = _DISGUISES[spec.get("disguise", "doubled_spaces")]
+        count = round(spec["copied"] * len(lines))
+        lines = [disguise(r) for r in references[:count]] + lines[count:]
     shift = spec.get("shift", 0)
     lines = (lines[shift:] + lines[-1:] * shift)[: spec.get("lines", len(lines))]
     if spec.get("padded"):

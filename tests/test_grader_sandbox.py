@@ -1,0 +1,169 @@
+"""The sandbox a submission's code runs in while it is graded, apart from the tests.
+
+Each test grades a small notebook with a small autograder (two questions), as `grade` does: the
+notebook's cells in their own process, the tests here. Where these tests run as root and the
+machine lets a process become another user (CI), the submission runs as a user of its own without
+network; elsewhere as the grader's own user, its audit hook refusing what the operating system
+would. Whole assignments and the hostile submissions of assignments/mistakes.yaml are graded by
+.ci/assignments.py.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+from transformer_lib.coursework import channel, grading, sandbox
+
+TESTS = {
+    "q1": """from otter.test_files import test_case
+
+name = "q1"
+points = 2
+
+@test_case(points=2, hidden=True)
+def test_double(double):
+    import torch
+    from transformer_lib.coursework.checks import call, expect_close, inputs
+    x = inputs(3, 4, seed=1)
+    expect_close(call(double, x, name="double"), 2 * x, "double(x)")
+""",
+    "q2": """from otter.test_files import test_case
+
+name = "q2"
+points = 3
+
+@test_case(points=3, hidden=True)
+def test_total(total):
+    from transformer_lib.coursework.checks import Wrong, call
+    if call(total, [1, 2, 3.5], name="total") != 6.5:
+        raise Wrong("total([1, 2, 3.5]) should be 6.5")
+""",
+}
+HONEST = ["import torch", "def double(x):\n    return x * 2", "def total(xs):\n    return sum(xs)"]
+
+
+def autograder(folder: Path) -> Path:
+    path = folder / "autograder.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("otter_config.json", json.dumps({"assignment_name": "a9", "lang": "python"}))
+        for question, text in TESTS.items():
+            archive.writestr(f"tests/{question}.py", text)
+    return path
+
+
+def grade(folder: Path, cells: list[str], seconds: int = 120) -> tuple[dict[str, tuple[float, str]], str]:
+    """({question: (points, message)}, the row of what was refused) for a notebook of ``cells``."""
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={"otter": {"assignment_name": "a9"}}
+    )
+    submission = folder / "submission.ipynb"
+    nbformat.write(notebook, submission)
+    scores = grading.grade_one(autograder(folder), submission, seconds)
+    questions = {s.question: (s.points, s.message) for s in scores if not s.note}
+    return questions, next((s.message for s in scores if s.note), "")
+
+
+def leftovers() -> list[str]:
+    """Folders of gradings in the temporary folder, and processes carrying a grading's mark."""
+    folders = [p.name for p in Path(tempfile.gettempdir()).glob("tl-*")]
+    marked = [pid for pid, _ in sandbox._processes() if sandbox._marked(pid, "tl-grading-")]
+    return folders + [str(pid) for pid in marked]
+
+
+@pytest.fixture
+def clean():
+    before = set(leftovers())
+    yield
+    assert set(leftovers()) <= before, "a grading left folders or processes behind"
+
+
+def test_honest_answers_get_full_marks_and_nothing_is_refused(tmp_path, clean):
+    questions, refused = grade(tmp_path, HONEST)
+    assert questions == {"q1": (2, "passed"), "q2": (3, "passed")}
+    assert refused == ""
+
+
+def test_a_call_that_swallows_its_time_limit_is_stopped_from_outside_and_costs_its_question_only(tmp_path, clean):
+    """A retry loop inside `except BaseException` catches any exception a limit could raise inside the
+    process: the grader kills the process instead, and the next question runs in a new one."""
+    stubborn = (
+        "def total(xs):\n    import time\n    while True:\n"
+        "        try:\n            time.sleep(1)\n        except BaseException:\n            pass"
+    )
+    started = time.monotonic()
+    questions, refused = grade(tmp_path, [*HONEST[:2], stubborn])
+    assert questions["q1"] == (2, "passed")
+    assert questions["q2"][0] == 0 and "stopped after 10 s" in questions["q2"][1]
+    assert "a call ran past 10 s: stopped from outside" in refused
+    assert time.monotonic() - started < 60
+
+
+def test_patching_what_the_tests_compare_with_changes_nothing_but_is_said(tmp_path, clean):
+    patch = (
+        "import importlib\n"
+        "setattr(importlib.import_module('torch'), 'allclose', lambda *a, **k: True)\n"
+        "exec('import torch; torch.' + 'equal = lambda *a, **k: True')\n"
+        "import transformer_lib.coursework.checks as c\n"
+        "c.close = lambda *a, **k: True"
+    )
+    wrong = "def double(x):\n    return x * 3"
+    questions, refused = grade(tmp_path, [HONEST[0], patch, wrong, HONEST[2]])
+    assert questions["q1"][0] == 0 and "differs from the expected values" in questions["q1"][1]
+    assert questions["q2"] == (3, "passed")
+    assert "torch.allclose" in refused and "torch.equal" in refused and "checks.close" in refused
+
+
+def test_the_grading_files_the_network_and_new_processes_are_refused(tmp_path, clean):
+    hostile = (
+        "import os, socket, subprocess\n"
+        "for attempt in (lambda: open('../results.json', 'w'), lambda: open('../tests/q1.py'),\n"
+        "                lambda: socket.create_connection(('example.com', 80), timeout=1),\n"
+        "                lambda: subprocess.Popen(['sleep', '600'], start_new_session=True)):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "    except OSError:\n"
+        "        pass"
+    )
+    questions, refused = grade(tmp_path, [*HONEST, hostile])
+    assert questions == {"q1": (2, "passed"), "q2": (3, "passed")}
+    for said in ("wrote outside its folder", "read the grading's files", "network connection", "started a process"):
+        assert said in refused
+
+
+def test_huge_output_is_thrown_away_and_a_cell_that_fills_the_disk_is_stopped(tmp_path, clean):
+    flood = "for _ in range(20):\n    print('x' * 2**20)"
+    filler = "n = 0\nwhile True:\n    with open(f'f{n}', 'wb') as f:\n        f.write(b'x' * 2**26)\n    n += 1"
+    questions, refused = grade(tmp_path, [*HONEST, flood, filler])
+    assert questions == {"q1": (2, "passed"), "q2": (3, "passed")}
+    assert "printed more than 16 MB" in refused and "wrote more than 512 MB to disk: stopped" in refused
+
+
+def test_what_a_submission_left_running_is_killed_by_its_mark(tmp_path):
+    """Found by the mark in its environment (or its user, where it has one), whatever its parent."""
+    mark = sandbox.new_mark()
+    env = {**os.environ, "TL_GRADING": mark}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env=env, start_new_session=True)
+    time.sleep(0.2)
+    sandbox.clean_up(-1, mark)
+    assert child.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_only_data_comes_back_from_the_submissions_process():
+    """A tensor subclass or any object the grader would have to build comes back as data or a handle."""
+    objects: dict = {}
+    data = channel.as_data({"t": torch.nn.Parameter(torch.ones(2)), "n": (1, 2.5, "x"), "f": len}, objects)
+    back = channel.read_answer(channel.answer({"value": data}))["value"]
+    assert type(back["t"]) is torch.Tensor and back["n"] == (1, 2.5, "x")
+    assert back["f"][channel.HANDLE] == id(len)
+    with pytest.raises(channel.Closed, match="cannot read as data"):
+        channel.read_answer(b"\x80\x04\x95not a torch file")
