@@ -8,16 +8,20 @@ one (written differently from the master's) must get full marks, each wrong one 
 make) must lose all of its question's points and no other's; a table says, for each question, how
 many of its wrong answers it catches.
 
-Then, with Otter, for each assignment (``python -m transformer_lib assign``): the student notebook
-holds no hidden test and no solution; the solution scores full marks; the untouched student
-notebook scores 0 on every auto-graded question and is still graded; each submission of
+Then, built with Otter (``python -m transformer_lib assign``) and graded as ``grade`` grades (each
+submission's code in a sandbox, the tests apart), for each assignment: the student notebook holds
+no hidden test and no solution; the solution scores full marks; the untouched student notebook
+scores 0 on every auto-graded question and is still graded; each submission of
 ``assignments/mistakes.yaml`` (the solution with a mistake seeded, or broken: a syntax error, an
-endless loop, a missing import) scores 0 on the question it breaks and keeps every other
-question's points, and one that changes a library the tests use, or hands in the references, gets
-no points from them; the solution with every question answered by its first correct variant (the
-capstone: its first correct translations file) scores full marks, as the fast check said.
-Everything is graded two at a time, but for ``--record``, where the solutions are graded one at a
-time and timed (the instructors' page reports those times).
+endless loop, a missing import) scores 0 on the question it breaks and keeps every other question's
+points; each hostile one (it writes or reads the tests, hooks the results, patches the libraries,
+outlives its notebook, swallows the time limit, floods the output, opens the network, fills the
+disk, rewrites its handed-in file) is graded to what its answers earn, and its row of what was
+refused says what it tried; one that hands in the references gets no points; the solution with
+every question answered by its first correct variant (the capstone: its first correct translations
+file) scores full marks, as the fast check said. Everything is graded two at a time, but for
+``--record``, where the solutions are graded one at a time and timed (the instructors' page reports
+those times).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ def seeded(solution: Path, spec: dict, out: Path) -> Path:
         if cell is None:
             raise SystemExit(f"mistakes.yaml, {spec['name']}: {old!r} is not in {solution.name}")
         cell.source = cell.source.replace(old, new, 1)
+    if "new_cell" in spec:  # a cell of its own, before the export cell: it may cost no question's points
+        notebook.cells.insert(len(notebook.cells) - 1, nbformat.v4.new_code_cell(spec["new_cell"]))
     path = out / f"{spec['name']}.ipynb"
     nbformat.write(notebook, path)
     return path
@@ -145,22 +151,25 @@ def main() -> int:
         if capstone:
             solution = with_translations(solution, mine, "solution", {})
         solutions.append((name, zipped, solution))
-        jobs.append((name, zipped, student, "student notebook", None))
+        jobs.append((name, zipped, student, "student notebook", None, ""))
         for spec in mistakes.get(name, []):
-            if "shift_translations" in spec or "references" in spec:
+            if capstone:  # the solution (or its notebook changed) with translations, as the export cell zips them
                 changes = {"shift": spec.get("shift_translations", 0), "references": spec.get("references", False)}
-                path = with_translations(folder / "autograder" / f"{name}.ipynb", mine, spec["name"], changes)
+                notebook = folder / "autograder" / f"{name}.ipynb"
+                if "replace" in spec or "new_cell" in spec:
+                    notebook = seeded(notebook, spec, mine)
+                path = with_translations(notebook, mine, spec["name"], changes)
             else:
                 path = seeded(folder / "autograder" / f"{name}.ipynb", spec, mine)
-            loses = None if spec["loses"] == "all" else spec["loses"]  # None: zero everywhere
-            jobs.append((name, zipped, path, spec["name"], loses))
+            loses = None if spec["loses"] == "all" else spec["loses"]  # None: zero everywhere; "": nothing lost
+            jobs.append((name, zipped, path, spec["name"], loses, spec.get("refused", "")))
         if capstone and name in answers:  # its answer is a file: the first correct one, beside the solution
             first = next(iter(answers[name]["q1"]["correct"].values()))
             path = with_translations(folder / "autograder" / f"{name}.ipynb", mine, "correct_variants", first)
-            jobs.append((name, zipped, path, "the first correct translations file", ""))
+            jobs.append((name, zipped, path, "the first correct translations file", "", ""))
         elif name in answers:  # Otter must agree with the fast check: full marks
             path = with_correct_variants(folder / "autograder" / f"{name}.ipynb", answers[name], mine)
-            jobs.append((name, zipped, path, "every question's first correct variant", ""))
+            jobs.append((name, zipped, path, "every question's first correct variant", "", ""))
 
     def grade(solution):
         name, zipped, path = solution
@@ -173,7 +182,8 @@ def main() -> int:
         graded = list(pool.map(grade, solutions))
     for name, scores, seconds in graded:
         by_hand = {s.question: s.possible for s in scores if s.by_hand}
-        scores = [s for s in scores if not s.by_hand]
+        problems += [f"{name} solution: nothing should be refused, it says '{s.message}'" for s in scores if s.note]
+        scores = [s for s in scores if not s.by_hand and not s.note]
         possible = {s.question: s.possible for s in scores}
         record["assignments"][name] = {
             "questions": possible,
@@ -197,13 +207,21 @@ def main() -> int:
         print(f"{name}: solution {sum(s.points for s in scores):g}/{sum(possible.values()):g} in {seconds:.0f} s")
 
     def run(job):
-        _, zipped, path, _, _ = job
+        _, zipped, path, *_ = job
         start = time.monotonic()
         scores = [s for s in grading.grade_one(zipped, path) if not s.by_hand]
         return job, scores, time.monotonic() - start
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for (name, _, _, label, loses), scores, seconds in pool.map(run, jobs):
+        for (name, _, _, label, loses, refused), graded_scores, seconds in pool.map(run, jobs):
+            scores = [s for s in graded_scores if not s.note]
+            said = next((s.message for s in graded_scores if s.note), "")
+            if refused and refused not in said:
+                problems.append(f"{name} {label}: its '{grading.NOTES_ROW}' row should say '{refused}', says '{said}'")
+            elif said and not refused:
+                problems.append(
+                    f"{name} {label}: nothing should be refused, its '{grading.NOTES_ROW}' row says '{said}'"
+                )
             possible = record["assignments"][name]["questions"]
             got = {s.question: s.points for s in scores}
             if set(got) != set(possible):
@@ -228,8 +246,10 @@ def main() -> int:
             why = {s.question: s.message for s in scores if s.points < s.possible}
             record["submissions"].append(
                 {"assignment": name, "submission": label, "seconds": round(seconds, 1), "scores": got, "why": why}
+                | ({"refused": said} if said else {})
             )
             lost = f", {loses}: {why.get(loses, '')}" if loses else ""
+            lost += f"; {grading.NOTES_ROW}: {said}" if said else ""
             print(f"{name}: {label} {sum(got.values()):g}/{sum(possible.values()):g} in {seconds:.0f} s{lost}")
 
     total = time.monotonic() - started
@@ -272,6 +292,10 @@ def write_record(folder: Path, record: dict) -> None:
             for message, asked in questions.items():
                 lines += textwrap.wrap(
                     f"{', '.join(asked)}: {message}", 86, initial_indent="  ", subsequent_indent="    "
+                )
+            if s.get("refused"):
+                lines += textwrap.wrap(
+                    f"{grading.NOTES_ROW}: {s['refused']}", 86, initial_indent="  ", subsequent_indent="    "
                 )
     env = record["environment"]
     lines.append("")
