@@ -1,17 +1,17 @@
 """Build the assignments with Otter-Grader and grade a folder of submissions into one CSV.
 
-Otter does the work: ``otter assign`` turns each master notebook into a student notebook, a
-solution and an autograder zip (the one Gradescope takes), and ``otter run`` grades a submission
-on this machine without Docker. This module adds what a course needs around them:
+Otter builds: ``otter assign`` turns each master notebook into a student notebook, a solution and an
+autograder zip (the one Gradescope takes). This module adds what a course needs around it:
 
 * :func:`build`: every assignment of a folder in one call;
-* :func:`grade`: ``otter run`` over many submissions, each in its own process under a time limit
-  (forked from a server that imported Otter once; a new Python on Windows), into a CSV of points
-  per question and student. A submission that cannot be graded (its kernel
-  hangs in C code, say) gets zero with the reason, and the next one is graded;
+* :func:`grade`: every submission graded with the zip's tests, into a CSV of points per question
+  and student. Unlike Otter's ``otter run``, which runs the tests in the submission's own Python,
+  each submission's code runs in a sandbox apart from the tests (:mod:`.grader`, :mod:`.sandbox`),
+  and a row says what it tried that grading refused. A submission that cannot be graded gets zero
+  with the reason, and the next one is graded;
 * :class:`CellTimeLimit`: an Otter plugin that stops any cell of a submission after a number of
-  seconds (an endless loop), so the rest of the notebook still runs and is graded. Each test's
-  call into a learner's code has its own, shorter limit (:func:`.checks.call`).
+  seconds, for Otter's own ``otter run`` (Gradescope's run script): ``grade`` keeps its limits from
+  outside the submission's process instead.
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ An autograder is only as good as the answers it has been tried on. ``assignments
 holds, for each auto-graded question, correct answers written differently from the master's (they
 must get full marks) and wrong ones, each a mistake students make (they must lose all of that
 question's points and no other's). :func:`grade_answer` runs a master's setup cells and solutions,
-with one question's solution replaced by the answer, then every question's tests, as Otter's
-autograder would run them in the submission's namespace: the same tests and points, in a fraction
-of the time (``otter run`` starts a kernel per submission, about 20 s each). Full Otter runs of a
-few whole submissions stay in ``.ci/assignments.py``.
+with one question's solution replaced by the answer, then every question's tests on the
+namespace's names: the same tests and points, in a fraction of the time (``grade`` starts a
+sandboxed process per submission). Whole submissions graded as ``grade`` grades them stay in
+``.ci/assignments.py``.
 
 The capstone's answer is a file, not code: its variants are translations files (:func:`handed_in`),
 each written into an empty folder and graded there by the master's tests, as Otter grades the file
