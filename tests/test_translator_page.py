@@ -844,19 +844,26 @@ def test_a_second_visit_downloads_no_model_and_works_offline(logged_site, browse
 
 
 UNSUPPORTED = (
-    "This browser cannot run the translator: it needs WebAssembly with SIMD, which Chrome, Edge and Firefox "
-    "have had since 2021 and Safari since version 16.4."
+    "This browser cannot run the translator: it needs WebAssembly with SIMD and module workers, which Chrome "
+    "and Edge have had since 2021, Firefox since version 114 and Safari since version 16.4."
 )
+# A browser whose workers ignore `type` (classic workers only), as Firefox before 114.
+CLASSIC_WORKERS = """
+const RealWorker = window.Worker;
+window.Worker = function Worker(url, options = {}) { return new RealWorker(url, { name: options.name }); };
+"""
 
 
 @pytest.mark.parametrize(
     "init",
-    ["WebAssembly.validate = () => false;", "delete globalThis.WebAssembly;"],
-    ids=["no-simd", "no-webassembly"],
+    ["WebAssembly.validate = () => false;", "delete globalThis.WebAssembly;", "delete globalThis.Worker;",
+     CLASSIC_WORKERS],
+    ids=["no-simd", "no-webassembly", "no-worker", "classic-workers-only"],
 )
 @pytest.mark.parametrize("page_path", [PAGE, "book/inside.html"])
-def test_a_browser_without_wasm_simd_gets_one_sentence(logged_site, browser, init, page_path):
-    """Without WebAssembly SIMD both pages say so in one sentence, download no model, and raise no error."""
+def test_a_browser_without_wasm_simd_or_module_workers_gets_one_sentence(logged_site, browser, init, page_path):
+    """Without WebAssembly SIMD or module workers both pages say so in one sentence, download no model, and
+    raise no error."""
     base, _ = logged_site
     context = browser.new_context()
     requests, errors = [], []
@@ -877,3 +884,42 @@ def test_a_browser_without_wasm_simd_gets_one_sentence(logged_site, browser, ini
     assert errors == []
     assert status == {"text": UNSUPPORTED, "controls": True}
     assert model_paths(requests) == []  # no model, tokenizer, runtime or model.json
+
+
+# A page script: the longest task of the page's thread (the Long Tasks API: tasks over 50 ms) from the start.
+LONG_TASKS = """
+window.longestTask = 0;
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) window.longestTask = Math.max(window.longestTask, entry.duration);
+}).observe({ type: "longtask", buffered: true });
+"""
+
+
+def test_inference_runs_off_the_pages_thread(logged_site, browser, capsys):
+    """ONNX Runtime runs in a worker (its WebAssembly glue is imported there, never by the page's own thread),
+    and the translation is the package's. Prints the page thread's longest task while loading and translating."""
+    base, _ = logged_site
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.add_init_script(LONG_TASKS)
+        page.goto(base + PAGE, wait_until="load")
+        page.evaluate(LOADED)
+        output = page.evaluate(TRANSLATE_ONE, FIFTEEN_WORDS["de_en"])
+        page.wait_for_timeout(200)
+        got = page.evaluate("""() => ({ longest: window.longestTask,
+            resources: performance.getEntriesByType("resource").map((e) => e.name.split("/").pop()) })""")
+        workers = [worker.url.split("/").pop() for worker in page.workers]
+        in_worker = page.workers[0].evaluate(
+            "performance.getEntriesByType('resource').map((e) => e.name.split('/').pop())"
+        )
+    finally:
+        context.close()
+    assert workers == ["worker.js"]
+    glue = "ort-wasm-simd-threaded.mjs"  # ONNX Runtime's WebAssembly glue, imported where it runs
+    assert glue in in_worker and glue not in got["resources"]
+    python = exported("de_en")
+    src = python.tokenizer.encode(FIFTEEN_WORDS["de_en"], eos=True)
+    assert output == python.tokenizer.decode(python.greedy(torch.tensor([src]))[0])
+    with capsys.disabled():
+        print(f"\nthe page's longest task while loading and translating: {got['longest']:.0f} ms")

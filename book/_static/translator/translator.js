@@ -2,81 +2,103 @@
 // exported encoder and decoder, the tokenizer of tokenizer.js, and greedy decoding exactly as the
 // package's decoding.extend does it. Nothing is sent anywhere: every file comes from this site.
 
-import * as ort from "./ort/ort.wasm.min.mjs";
+import { cachedBytes, fetchOk, openCache } from "./files.js";
 import { Tokenizer } from "./tokenizer.js";
 
 const here = new URL(".", import.meta.url);
-ort.env.wasm.wasmPaths = new URL("ort/", here).href;
-ort.env.wasm.numThreads = 1; // a static site cannot turn on the cross-origin isolation threads need
 
-
-async function fetchOk(url, signal) {
-  const response = await fetch(url, { signal });
-  if (!response.ok) throw new Error(`${url}: ${response.status} ${response.statusText}`);
-  return response;
+// A tensor as ONNX Runtime's: its element type, its data (a typed array) and its dimensions.
+class Tensor {
+  constructor(type, data, dims) {
+    Object.assign(this, { type, data, dims });
+  }
 }
 
-// What this page needs of a browser: WebAssembly with SIMD (ONNX Runtime Web's build). SIMD is
-// detected as wasm-feature-detect does it: does the browser accept a tiny module that uses one
-// SIMD instruction (i8x16.popcnt)? Returns the sentence to show instead of the translator, or null.
+// The sessions live in a worker (worker.js), which runs ONNX Runtime off the page's thread, so that
+// the page never freezes while the runtime compiles, a session starts or the decoder runs. It starts
+// with the first load and fetches the runtime's WebAssembly meanwhile. `call` asks it for one
+// operation; if it fails to start, every call waiting on it fails and the next load starts another.
+let worker = null;
+const pending = new Map(); // a call's id -> its { resolve, reject }
+let calls = 0;
+
+function startWorker() {
+  if (worker) return worker;
+  worker = new Worker(new URL("worker.js", here), { type: "module" });
+  worker.onmessage = ({ data: { id, value, error } }) => {
+    const waiting = pending.get(id);
+    pending.delete(id);
+    if (error === undefined) waiting.resolve(value);
+    else waiting.reject(new Error(error));
+  };
+  worker.onerror = (event) => {
+    event.preventDefault();
+    worker = null;
+    for (const waiting of pending.values()) {
+      waiting.reject(new Error(event.message || "the translator's worker did not start"));
+    }
+    pending.clear();
+  };
+  return worker;
+}
+
+function call(op, args, transfer = []) {
+  const to = startWorker();
+  return new Promise((resolve, reject) => {
+    const id = ++calls;
+    pending.set(id, { resolve, reject });
+    to.postMessage({ id, op, args }, transfer);
+  });
+}
+
+// A session in the worker, run as ONNX Runtime's own: `run(feeds)` resolves to the outputs by name.
+class Session {
+  constructor(name) {
+    this.name = name;
+  }
+
+  static async create(name, bytes, options) {
+    await call("create", { name, bytes, options }, [bytes.buffer]);
+    return new Session(name);
+  }
+
+  run(feeds) {
+    const plain = Object.fromEntries(
+      Object.entries(feeds).map(([key, t]) => [key, { type: t.type, data: t.data, dims: t.dims }]),
+    );
+    return call("run", { name: this.name, feeds: plain });
+  }
+}
+
+// What this page needs of a browser: WebAssembly with SIMD (ONNX Runtime Web's build) and module
+// workers (worker.js runs it). SIMD is detected as wasm-feature-detect does it: does the browser
+// accept a tiny module that uses one SIMD instruction (i8x16.popcnt)? Module workers as usual too:
+// a browser that has them reads the `type` option of a worker it is asked to start. Returns the
+// sentence to show instead of the translator, or null.
 const SIMD_MODULE = new Uint8Array([
   0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11,
 ]);
+function simd() {
+  try {
+    return typeof WebAssembly === "object" && WebAssembly.validate(SIMD_MODULE);
+  } catch {
+    return false;
+  }
+}
+function moduleWorkers() {
+  if (typeof Worker !== "function") return false;
+  let read = false;
+  try { // the option's getter stops the worker before it starts: nothing is fetched
+    new Worker("data:,", { get type() { read = true; throw new Error("asked"); } }).terminate();
+  } catch {
+    // asked, or no worker at all
+  }
+  return read;
+}
 export function unsupported() {
-  let simd = false;
-  try {
-    simd = typeof WebAssembly === "object" && WebAssembly.validate(SIMD_MODULE);
-  } catch {
-    simd = false;
-  }
-  return simd ? null : "This browser cannot run the translator: it needs WebAssembly with SIMD, which Chrome, " +
-    "Edge and Firefox have had since 2021 and Safari since version 16.4.";
-}
-
-// The translator's files kept in the browser's Cache Storage, so that a second visit downloads no
-// model and the translator works offline once it has loaded. A file's key is its address with its
-// version (`?v=`: the first 16 hex digits of its SHA-256, from model.json, or the runtime's
-// version): a new model is fetched, and the older copy deleted. Without Cache Storage (a private
-// window may refuse it) the files come from the network each time.
-const CACHE = "transformer-book-translator";
-
-async function openCache() {
-  try {
-    return await caches.open(CACHE);
-  } catch {
-    return null;
-  }
-}
-
-async function cachedBytes(url, version, signal) {
-  const key = `${url}?v=${version}`;
-  const cache = await openCache();
-  const hit = cache && (await cache.match(key).catch(() => null));
-  if (hit) return new Uint8Array(await hit.arrayBuffer());
-  const bytes = new Uint8Array(await (await fetchOk(url, signal)).arrayBuffer());
-  if (cache) {
-    try {
-      for (const old of await cache.keys()) if (old.url.split("?")[0] === url) await cache.delete(old);
-      await cache.put(key, new Response(bytes));
-    } catch {
-      // storage full or refused: the next visit downloads the file again
-    }
-  }
-  return bytes;
-}
-
-// The runtime's WebAssembly (3.7 MB as sent), fetched once and handed to ONNX Runtime, so that it
-// arrives while the model files do rather than before them. A failed fetch is tried again next time.
-let wasm = null;
-function runtime() {
-  if (!wasm) {
-    const url = new URL("ort/ort-wasm-simd-threaded.wasm", here).href;
-    wasm = cachedBytes(url, ort.env.versions.web).then((bytes) => {
-      ort.env.wasm.wasmBinary = bytes;
-    });
-    wasm.catch(() => (wasm = null));
-  }
-  return wasm;
+  return simd() && moduleWorkers() ? null : "This browser cannot run the translator: it needs WebAssembly with " +
+    "SIMD and module workers, which Chrome and Edge have had since 2021, Firefox since version 114 and Safari " +
+    "since version 16.4.";
 }
 
 // tokenizer.json.gz: gunzip here, unless the server already did (some send .gz with Content-Encoding).
@@ -173,14 +195,14 @@ export class Translator {
   static async load(direction, signal) {
     const folder = new URL(`models/${direction}/`, here);
     const options = { executionProviders: ["wasm"], graphOptimizationLevel: "basic" };
-    const ready = runtime();
+    startWorker(); // the runtime's WebAssembly arrives while the model files do
     const info = await modelInfo(direction);
     const versions = info.files ?? {};
     const file = (name, abort) => cachedBytes(new URL(name, folder).href, versions[name] ?? "unversioned", abort);
     const session = async (name) => {
-      const [bytes] = await Promise.all([file(name, signal), ready]);
+      const bytes = await file(name, signal);
       signal?.throwIfAborted();
-      return ort.InferenceSession.create(bytes, options);
+      return Session.create(`${direction}/${name}`, bytes, options);
     };
     const name = info.tokenizer ?? "tokenizer.json.gz";
     const url = new URL(name, folder).href;
@@ -208,7 +230,7 @@ export class Translator {
       throw new Error(`the sentence has ${srcIds.length} tokens, more than the ${this.info.config.max_len} ` +
         "the model can read: shorten it");
     }
-    const src = new ort.Tensor("int64", BigInt64Array.from(srcIds, BigInt), [1, srcIds.length]);
+    const src = new Tensor("int64", BigInt64Array.from(srcIds, BigInt), [1, srcIds.length]);
     const { memory, encoder_attention: attention } = await this.encoder.run({ src });
     const limit = Math.min(srcIds.length + this.info.max_extra, this.info.config.max_len - 1);
     return { srcIds, src, memory, attention, limit };
@@ -218,7 +240,7 @@ export class Translator {
   // that are never generated (<pad>, <bos>) at -Infinity, and the attention of every prefix position,
   // cross (1, layers, heads, len(prefix), len(srcIds)) and causal self (1, layers, heads, len, len).
   async next(source, prefix) {
-    const tgt = new ort.Tensor("int64", BigInt64Array.from(prefix, BigInt), [1, prefix.length]);
+    const tgt = new Tensor("int64", BigInt64Array.from(prefix, BigInt), [1, prefix.length]);
     const result = await this.decoder.run({ tgt, memory: source.memory, src: source.src });
     const logits = result.logits.data;
     for (const id of this.info.never_generated) logits[id] = -Infinity;
@@ -232,9 +254,9 @@ export class Translator {
     const repeat = (tensor, type) => {
       const one = tensor.data, out = new one.constructor(one.length * rows);
       for (let r = 0; r < rows; r++) out.set(one, r * one.length);
-      return new ort.Tensor(type, out, [rows, ...tensor.dims.slice(1)]);
+      return new Tensor(type, out, [rows, ...tensor.dims.slice(1)]);
     };
-    const tgt = new ort.Tensor("int64", BigInt64Array.from(prefixes.flat(), BigInt), [rows, length]);
+    const tgt = new Tensor("int64", BigInt64Array.from(prefixes.flat(), BigInt), [rows, length]);
     const result = await this.decoder.run({
       tgt, memory: repeat(source.memory, "float32"), src: repeat(source.src, "int64"),
     });
