@@ -695,6 +695,12 @@ TRANSLATE_ONE = """async (text) => {
   }
   return document.getElementById("translator-output").textContent;
 }"""
+SWITCH_TO = f"""async (direction) => {{  // the reader picks `direction`; resolves once its model is loaded
+  const menu = document.getElementById("translator-direction");
+  menu.value = direction;
+  menu.dispatchEvent(new Event("change"));
+  await ({LOADED})();
+}}"""
 MODEL_FILES = (".onnx", ".wasm", ".json.gz")  # the bytes that matter: models, the runtime, the tokenizer
 
 
@@ -723,7 +729,7 @@ def visit(context, url: str, script: str | None = None, arg=None):
 
 
 def model_paths(requests: list[str]) -> list[str]:
-    """The model files, the runtime's WebAssembly and model.json among the requests, as paths under _static/translator."""
+    """The model files, the runtime's WebAssembly and model.json among the requests, as paths in _static/translator."""
     marker = "_static/translator/"
     return sorted({u.split(marker)[1] for u in requests if marker in u and u.endswith((*MODEL_FILES, ".json"))})
 
@@ -733,8 +739,10 @@ def test_only_the_direction_asked_for_is_downloaded(logged_site, browser, capsys
     chose last time), nothing of the other; the other when the reader picks it. Prints the bytes of each."""
     base, log = logged_site
     shared = ["models/tokenizer.json.gz", "ort/ort-wasm-simd-threaded.wasm"]
-    expected = {d: sorted([*shared, *(f"models/{d}/{f}" for f in ("decoder.onnx", "encoder.onnx", "model.json"))])
-                for d in ("de_en", "en_de")}
+    expected = {
+        d: sorted([*shared, *(f"models/{d}/{f}" for f in ("decoder.onnx", "encoder.onnx", "model.json"))])
+        for d in ("de_en", "en_de")
+    }
     lines = []
     for address, direction in (("", "de_en"), ("#en_de", "en_de")):
         context = browser.new_context()
@@ -744,11 +752,7 @@ def test_only_the_direction_asked_for_is_downloaded(logged_site, browser, capsys
             sent = [s.body_bytes for s in log if s.status == 200]
             # the reader picks the other direction: only its own files come
             other = "en_de" if direction == "de_en" else "de_en"
-            _, _, switched, more_errors = visit(context, base + PAGE + address, f"""async () => {{
-                const menu = document.getElementById("translator-direction");
-                menu.value = "{other}"; menu.dispatchEvent(new Event("change"));
-                await ({LOADED})();
-            }}""")
+            _, _, switched, more_errors = visit(context, base + PAGE + address, SWITCH_TO, other)
             _, _, remembered, _ = visit(context, base + PAGE)  # the next visit opens with the reader's last choice
         finally:
             context.close()
@@ -758,8 +762,10 @@ def test_only_the_direction_asked_for_is_downloaded(logged_site, browser, capsys
         assert {f"models/{other}/encoder.onnx", f"models/{other}/decoder.onnx"} <= set(model_paths(switched))
         assert f"models/{other}/model.json" in model_paths(remembered)
         assert not [p for p in model_paths(remembered) if f"{direction}/" in p]
-        lines.append(f"translator.html{address}: {direction}'s model loaded after {len(sent)} requests, "
-                     f"{sum(sent) / 1e6:.1f} MB sent; none for {other}")
+        lines.append(
+            f"translator.html{address}: {direction}'s model loaded after {len(sent)} requests, "
+            f"{sum(sent) / 1e6:.1f} MB sent; none for {other}"
+        )
     with capsys.disabled():
         print("\n" + "\n".join(lines))
 
@@ -828,7 +834,7 @@ def test_a_second_visit_downloads_no_model_and_works_offline(logged_site, browse
         context.route("**/*.wasm", lambda route: route.abort("internetdisconnected"))
         log.clear()
         _, second, requests, more_errors = visit(context, base + PAGE, TRANSLATE_ONE, SENTENCES["de_en"][0])
-        second_bytes = sum(s.body_bytes for s in log if s.status == 200)  # the page itself: routes turn the HTTP cache off
+        second_bytes = sum(s.body_bytes for s in log if s.status == 200)  # the page itself: routes bypass HTTP cache
     finally:
         context.close()
     assert errors == []
@@ -839,8 +845,10 @@ def test_a_second_visit_downloads_no_model_and_works_offline(logged_site, browse
     assert f"models/de_en/encoder.onnx?v={versions['encoder.onnx']}" in keys, keys
     assert any(k.startswith("ort/ort-wasm-simd-threaded.wasm?v=") for k in keys), keys
     with capsys.disabled():
-        print(f"\nfirst visit {first_bytes / 1e6:.1f} MB sent; second visit {second_bytes / 1e3:.0f} KB (the page, "
-              "its scripts and styles; models, tokenizer and runtime from Cache Storage)")
+        print(
+            f"\nfirst visit {first_bytes / 1e6:.1f} MB sent; second visit {second_bytes / 1e3:.0f} KB (the page, "
+            "its scripts and styles; models, tokenizer and runtime from Cache Storage)"
+        )
 
 
 UNSUPPORTED = (
@@ -856,8 +864,12 @@ window.Worker = function Worker(url, options = {}) { return new RealWorker(url, 
 
 @pytest.mark.parametrize(
     "init",
-    ["WebAssembly.validate = () => false;", "delete globalThis.WebAssembly;", "delete globalThis.Worker;",
-     CLASSIC_WORKERS],
+    [
+        "WebAssembly.validate = () => false;",
+        "delete globalThis.WebAssembly;",
+        "delete globalThis.Worker;",
+        CLASSIC_WORKERS,
+    ],
     ids=["no-simd", "no-webassembly", "no-worker", "classic-workers-only"],
 )
 @pytest.mark.parametrize("page_path", [PAGE, "book/inside.html"])
