@@ -158,6 +158,37 @@ def test_what_a_submission_left_running_is_killed_by_its_mark(tmp_path):
     assert child.wait(timeout=10) == -signal.SIGKILL
 
 
+def test_a_worker_process_is_spawned_and_killed_with_what_it_started_and_leaves_nothing(clean):
+    """The process's life apart from the conversation: spawned in its own copy of the handed-in files,
+    found with what carries its grading's mark, killed with it, its folders removed."""
+    notes: list[str] = []
+    mark = sandbox.new_mark()
+    worker = sandbox.WorkerProcess(
+        {"answers.txt": b"42"}, mark, sandbox.Isolation(False, False), None, [], notes.append
+    )
+    stray = None
+    try:
+        worker.spawn(time.monotonic() + 60)
+        assert worker.alive and (worker.folder / "answers.txt").read_bytes() == b"42"
+        channel.read_answer(worker.read(time.monotonic() + sandbox.START_SECONDS))  # ready
+        assert not worker.left_running() and worker.rewritten() == []
+        (worker.folder / "answers.txt").write_bytes(b"43")
+        env = {**os.environ, "TL_GRADING": mark}
+        stray = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(600)"], env=env, start_new_session=True
+        )
+        time.sleep(0.2)
+        assert worker.left_running() and worker.rewritten() == ["answers.txt"]
+        worker.kill()
+        assert not worker.spawned and stray.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        worker.kill()
+        worker.remove()
+        if stray is not None and stray.poll() is None:
+            stray.kill()
+    assert not worker.root.exists() and notes == []
+
+
 def test_only_data_comes_back_from_the_submissions_process():
     """A tensor subclass or any object the grader would have to build comes back as data or a handle."""
     objects: dict = {}

@@ -1,13 +1,15 @@
 """Where a submission's code runs while it is graded: a process of its own, apart from the tests.
 
-:class:`Sandbox` starts :mod:`.worker` in a throwaway folder with a scrubbed environment and the
-kernel's limits (CPU time, file size, memory, processes). Where the grader runs as root (a
+Two parts: a :class:`WorkerProcess` owns the process's life, and :class:`Sandbox` the grader's
+conversation with the code in it. The process runs :mod:`transformer_lib.coursework.worker` in a
+throwaway folder with a scrubbed environment and the kernel's limits (CPU time, file size, memory,
+processes). Where the grader runs as root (a
 container, Gradescope) the process is also a user of its own, a number no account has, chosen
 afresh for each grading, without network (a namespace with none): it can read neither the tests,
 nor the results, nor the copies of the handed-in files the grader scores, all in a folder only
 root reads, and it can write only in its own. Where the grader cannot switch users (an
 instructor's own account), the process is the grader's user, which the operating system cannot
-keep from the grader's files: the audit hook of :mod:`.worker` refuses them instead, which a
+keep from the grader's files: the audit hook of :mod:`transformer_lib.coursework.worker` refuses them instead, which a
 determined submission can get round (the instructors' page says so). Everything the tests compare
 is computed here, in the grader's process, on data the submission's process sent back.
 
@@ -16,7 +18,7 @@ that writes more than its share of the disk is killed (every process of its user
 grading's mark, with it), and the next request starts a new process that runs the notebook's cells
 again, less the cell that was stopped. Nothing is left behind: at the end every process of the
 grading is killed and its folders and the files its user left in the shared temporary folders are
-removed, killed or not; what was found is noted (:attr:`Sandbox.notes`).
+removed, killed or not; what was found is noted (``Sandbox.notes``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,7 +77,7 @@ class Remote(channel.Handle):
     """An object that lives in the submission's process: a function, a module, a bound method.
 
     Calling it, reading an attribute or iterating over it is a request (data back, or another
-    handle), each under :data:`.checks.CALL_SECONDS` unless :func:`.checks.call` gives its own.
+    handle), each under ``checks.CALL_SECONDS`` unless :func:`transformer_lib.coursework.checks.call` gives its own.
     """
 
     __slots__ = ("_callable", "_generation", "_remote_id", "_root", "_sandbox", "_type")
@@ -280,61 +283,51 @@ def _size(path: Path) -> int:
     return total
 
 
-class Sandbox:
-    """A submission's process, started on the first request and again after it was stopped."""
+class WorkerProcess:
+    """One grading's worker process (one at a time), and everything it may leave behind.
+
+    It owns the grading's folders (named by its mark) and the processes of its user or mark: it
+    spawns :mod:`transformer_lib.coursework.worker` in a fresh copy of its folder with the kernel's
+    limits, reads and throws away what the process prints, stops it when it writes more than its
+    share of the disk, kills it with everything it started, and at the end removes what it left in
+    the shared temporary folders. What it finds it says through ``note``. What is asked of the
+    process, and when it is started again, is :class:`Sandbox`'s.
+    """
 
     def __init__(
         self,
-        cells: list[tuple[int, str]],
         hand_ins: dict[str, bytes],
-        deadline: float,
-        *,
-        guarded: list[str] = (),
-        isolation: Isolation | None = None,
-        cell_seconds: float = CELL_SECONDS,
-        mark: str | None = None,
-        uid: int | None = None,
+        mark: str,
+        isolation: Isolation,
+        uid: int | None,
+        guarded: list[str],
+        note: Callable[[str], None],
     ):
-        self.cells, self.hand_ins, self.deadline = cells, hand_ins, deadline
-        self.isolation = isolation if isolation is not None else Isolation(False, False)
-        self.cell_seconds = cell_seconds
-        self.mark = mark or new_mark()
-        self.root = Path(tempfile.gettempdir(), self.mark)
+        self.hand_ins, self.mark, self.isolation, self.note = hand_ins, mark, isolation, note
+        self.root = Path(tempfile.gettempdir(), mark)
         self.root.mkdir(mode=0o711)
         self.root.chmod(0o711)  # its user may pass through to its folder, not list what else is here
         self.folder = self.root / "work"
         self.guarded = [str(self.root), *guarded]
-        self.uid = (uid if uid is not None else free_uid()) if self.isolation.users else -1
-        self.stopped_cells: dict[int, str] = {}  # cells stopped from outside: index → why, as the notebook would say
-        self.failed_cells: dict[int, str] = {}  # cells that raised, in the last run of the notebook
-        self.notes: list[str] = []
-        self.endless: set[str] = set()  # the names whose calls were stopped: not waited for again
-        self.generation = 0
+        self.uid = (uid if uid is not None else free_uid()) if isolation.users else -1
         self.process: subprocess.Popen | None = None
+        self.send_fd = self.read_fd = -1
         self.printed = 0
-        self.tail = b""
-        self._stop_why = ""
-        self._callbacks: dict[int, Any] = {}
+        self.tail = b""  # the last of what it printed, for whoever debugs the grader
+        self.stop_why = ""  # why it was stopped from inside the grader, when it was
 
-    # Notes: what was refused or stopped, one line each.
+    @property
+    def spawned(self) -> bool:
+        """Whether a process was spawned and not killed since (it may have ended on its own)."""
+        return self.process is not None
 
-    def note(self, line: str) -> None:
-        if line not in self.notes:
-            self.notes.append(line)
+    @property
+    def alive(self) -> bool:
+        """Whether a process was spawned and is still running."""
+        return self.process is not None and self.process.poll() is None
 
-    # The process.
-
-    def _prepare_folder(self) -> None:
-        if self.folder.exists():
-            shutil.rmtree(self.folder, ignore_errors=True)
-        self.folder.mkdir(mode=0o700)
-        for name, data in self.hand_ins.items():  # its own copies: what it does to them is scored nowhere
-            (self.folder / name).write_bytes(data)
-        if self.uid >= 0:
-            for path in [self.folder, *self.folder.rglob("*")]:
-                os.chown(path, self.uid, self.uid)
-
-    def _spawn(self) -> None:
+    def spawn(self, deadline: float) -> None:
+        """A new process in a fresh copy of the folder, sent its limits (its CPU time from ``deadline``)."""
         self._prepare_folder()
         to_worker_r, to_worker_w = os.pipe()
         from_worker_r, from_worker_w = os.pipe()
@@ -355,24 +348,42 @@ class Sandbox:
             os.close(to_worker_r)
             os.close(from_worker_w)
         self.send_fd, self.read_fd = to_worker_w, from_worker_r
-        self._stop_why = ""
+        self.stop_why = ""
         threading.Thread(target=self._drain, args=(self.process,), daemon=True).start()
         threading.Thread(target=self._watch_disk, args=(self.process,), daemon=True).start()
         config = {
             "folder": str(self.folder),
             "guarded": self.guarded,
-            "cpu_seconds": max(60, int(self.deadline - time.monotonic()) * 2 * (os.cpu_count() or 1)),
+            "cpu_seconds": max(60, int(deadline - time.monotonic()) * 2 * (os.cpu_count() or 1)),
             "file_bytes": FILE_BYTES,
             "memory_bytes": MEMORY_BYTES,
             "processes": PROCESSES if self.uid >= 0 else 0,
         }
-        channel.write_frame(self.send_fd, pickle.dumps(config))
+        self.send(pickle.dumps(config))
+
+    def send(self, data: bytes) -> None:
+        """One frame to the process (:class:`transformer_lib.coursework.channel.Closed` if it is gone)."""
+        channel.write_frame(self.send_fd, data)
+
+    def read(self, deadline: float) -> bytes:
+        """The process's next frame; TimeoutError after ``deadline``, ``Closed`` if it is gone."""
+        return channel.read_frame(self.read_fd, deadline)
+
+    def _prepare_folder(self) -> None:
+        if self.folder.exists():
+            shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(mode=0o700)
+        for name, data in self.hand_ins.items():  # its own copies: what it does to them is scored nowhere
+            (self.folder / name).write_bytes(data)
+        if self.uid >= 0:
+            for path in [self.folder, *self.folder.rglob("*")]:
+                os.chown(path, self.uid, self.uid)
 
     def _drain(self, process: subprocess.Popen) -> None:
         """The process's printout, read and thrown away: a huge output fills nothing."""
         while chunk := process.stdout.read1(1 << 16) if process.stdout else b"":
             self.printed += len(chunk)
-            self.tail = (self.tail + chunk)[-4096:]  # the last of it, for whoever debugs the grader
+            self.tail = (self.tail + chunk)[-4096:]
             if self.printed > OUTPUT_BYTES:
                 self.note(f"printed more than {OUTPUT_BYTES // 2**20} MB: thrown away unread")
 
@@ -381,7 +392,7 @@ class Sandbox:
             used = _size(self.folder) + sum(_size(p) for p in self._left_in_temporary())
             if used > DISK_BYTES:
                 self.note(f"wrote more than {DISK_BYTES // 2**20} MB to disk: stopped")
-                self._stop_why = f"it wrote more than {DISK_BYTES // 2**20} MB to disk and was stopped"
+                self.stop_why = f"it wrote more than {DISK_BYTES // 2**20} MB to disk and was stopped"
                 self._kill_processes()
                 return
             time.sleep(0.2)
@@ -390,8 +401,20 @@ class Sandbox:
         """What its user owns in the shared temporary folders (none where it has no user of its own)."""
         return _owned_by(self.uid) if self.uid >= 0 else []
 
-    def _ours(self) -> list[int]:
-        return _of_grading(self.uid, self.mark)
+    def left_running(self) -> bool:
+        """Whether a process of the grading other than the worker itself is running."""
+        worker = self.process.pid if self.process is not None else None
+        return any(pid != worker for pid in _of_grading(self.uid, self.mark))
+
+    def rewritten(self) -> list[str]:
+        """The handed-in files the process changed in its own copies."""
+        changed = []
+        for name, data in self.hand_ins.items():
+            copy = self.folder / name
+            with contextlib.suppress(OSError):
+                if copy.is_file() and (copy.stat().st_size != len(data) or copy.read_bytes() != data):
+                    changed.append(name)
+        return changed
 
     def _kill_processes(self) -> None:
         if self.process is not None:
@@ -400,7 +423,7 @@ class Sandbox:
         _kill_grading(self.uid, self.mark)
 
     def kill(self) -> None:
-        """Stop the process and everything it started; the next request starts a new one."""
+        """The process and everything it started killed, and its pipes closed."""
         self._kill_processes()
         if self.process is not None:
             with contextlib.suppress(Exception):
@@ -409,6 +432,57 @@ class Sandbox:
                 with contextlib.suppress(OSError):
                     os.close(fd)
             self.process = None
+
+    def remove(self) -> None:
+        """What its user left in the shared temporary folders noted and removed, and its folders with it."""
+        left = self._left_in_temporary()
+        if left:
+            self.note(f"left files in {', '.join(sorted({str(p.parent) for p in left}))}: removed")
+        for path in left:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class Sandbox:
+    """The grader's conversation with a submission's code: its notebook run, its names asked for.
+
+    Its :class:`WorkerProcess` is started on the first request, and again (the notebook run anew,
+    less the cells that were stopped) after it was stopped; a call or a cell past its time kills it.
+    """
+
+    def __init__(
+        self,
+        cells: list[tuple[int, str]],
+        hand_ins: dict[str, bytes],
+        deadline: float,
+        *,
+        guarded: list[str] = (),
+        isolation: Isolation | None = None,
+        cell_seconds: float = CELL_SECONDS,
+        mark: str | None = None,
+        uid: int | None = None,
+    ):
+        self.cells, self.hand_ins, self.deadline = cells, hand_ins, deadline
+        self.isolation = isolation if isolation is not None else Isolation(False, False)
+        self.cell_seconds = cell_seconds
+        self.mark = mark or new_mark()
+        self.stopped_cells: dict[int, str] = {}  # cells stopped from outside: index → why, as the notebook would say
+        self.failed_cells: dict[int, str] = {}  # cells that raised, in the last run of the notebook
+        self.notes: list[str] = []  # what was refused or stopped, one line each
+        self.endless: set[str] = set()  # the names whose calls were stopped: not waited for again
+        self.generation = 0  # how many times its process was killed: a handle from before is stale
+        self.worker = WorkerProcess(hand_ins, self.mark, self.isolation, uid, list(guarded), self.note)
+        self._callbacks: dict[int, Any] = {}
+
+    def note(self, line: str) -> None:
+        """One line of what was refused or stopped, once."""
+        if line not in self.notes:
+            self.notes.append(line)
+
+    def kill(self) -> None:
+        """Stop the process and everything it started; the next request starts a new one."""
+        self.worker.kill()
         self.generation += 1
 
     def start(self) -> None:
@@ -417,14 +491,14 @@ class Sandbox:
         while True:
             self._check_time()
             self.failed_cells = dict(self.stopped_cells)
-            self._spawn()
+            self.worker.spawn(self.deadline)
             try:
                 self._receive(min(self.deadline, time.monotonic() + START_SECONDS))
             except Stopped as stopped:
                 self.kill()
                 raise Stopped(f"the submission's process could not start ({stopped})") from None
             cells = [(i, source) for i, source in self.cells if i not in self.stopped_cells]
-            channel.write_frame(self.send_fd, channel.request(("cells", cells), self._callbacks))
+            self.worker.send(channel.request(("cells", cells), self._callbacks))
             ran = True
             for index, _ in cells:
                 try:
@@ -466,11 +540,11 @@ class Sandbox:
         """The next answer: callbacks served on the way; Stopped if it does not come in time or is not data."""
         while True:
             try:
-                frame = channel.read_answer(channel.read_frame(self.read_fd, deadline))
+                frame = channel.read_answer(self.worker.read(deadline))
             except TimeoutError:
                 raise Stopped(f"stopped after {max(0.0, deadline - self._asked):.0f} s") from None
             except channel.Closed as closed:
-                raise Stopped(self._stop_why or str(closed)) from None
+                raise Stopped(self.worker.stop_why or str(closed)) from None
             if not isinstance(frame, dict):
                 raise Stopped("the submission's process broke the grading channel")
             for line in frame.get("notes") or []:
@@ -486,7 +560,7 @@ class Sandbox:
                 )
             except Exception as error:
                 reply = ("raise", f"{type(error).__name__}: {error}")
-            channel.write_frame(self.send_fd, channel.request(reply, self._callbacks))
+            self.worker.send(channel.request(reply, self._callbacks))
 
     _asked = 0.0
 
@@ -499,13 +573,13 @@ class Sandbox:
             raise Stopped("its process was stopped earlier (a call ran too long?)")
         if root and root in self.endless:
             raise Stopped("was stopped earlier after running too long: is there an endless loop?")
-        if self.process is None:
+        if not self.worker.spawned:
             self.start()
         seconds = CALL_SECONDS if seconds is None else seconds
         self._check_time()
         self._asked = time.monotonic()
         try:
-            channel.write_frame(self.send_fd, channel.request(request, self._callbacks))
+            self.worker.send(channel.request(request, self._callbacks))
             frame = self._receive(min(self.deadline, self._asked + seconds))
         except (Stopped, channel.Closed) as stopped:
             self.kill()
@@ -543,27 +617,17 @@ class Sandbox:
 
     def close(self) -> None:
         """The end of the grading: what it left running or lying about is noted, then killed and removed."""
-        if self.process is not None and self.process.poll() is None:
+        if self.worker.alive:
             with contextlib.suppress(Stopped, RemoteError, OutOfTime):
                 for line in self.ask(("notes",), seconds=10):
                     if isinstance(line, str):
                         self.note(line[:200])
-            worker = self.process.pid
-            if any(pid != worker for pid in self._ours()):
+            if self.worker.left_running():
                 self.note("left a process running after its notebook ended: stopped")
-        for name, data in self.hand_ins.items():  # its own copies: the grader scores those it made before
-            copy = self.folder / name
-            with contextlib.suppress(OSError):
-                if copy.is_file() and (copy.stat().st_size != len(data) or copy.read_bytes() != data):
-                    self.note(f"rewrote {name} while it ran: the copy made before it ran is what is scored")
+        for name in self.worker.rewritten():  # its own copies: the grader scores those it made before
+            self.note(f"rewrote {name} while it ran: the copy made before it ran is what is scored")
         self.kill()
-        left = self._left_in_temporary()
-        if left:
-            self.note(f"left files in {', '.join(sorted({str(p.parent) for p in left}))}: removed")
-        for path in left:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self.worker.remove()
 
     def __enter__(self) -> Sandbox:
         return self
