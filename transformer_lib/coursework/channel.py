@@ -3,14 +3,14 @@
 Two pipes join them. The grader sends requests (run these cells, call this function with these
 arguments) pickled: the submission's process is the one that unpickles them, and the grader's data
 can do it no harm. The submission's process answers with data only: ``None``, numbers, strings,
-bytes, tensors, and lists, tuples and dicts of them, written with :func:`torch.save` and read back
+bytes, tensors, and lists, tuples and dicts of them, written with ``torch.save`` and read back
 with ``torch.load(weights_only=True)``, which builds nothing else. Anything else the submission
 returns (a module, a bound method, a generator) stays in its process and comes back as a
-*handle*, a small dict the grader turns into a :class:`.sandbox.Remote`; the grader's own functions
-given as arguments (a model given as a function, say) go the other way as handles too, and the
+*handle*, a small dict the grader turns into a :class:`transformer_lib.coursework.sandbox.Remote`; the
+grader's own functions given as arguments (a model given as a function, say) go the other way as handles too, and the
 submission's process calls back for them.
 
-Each frame is an 8-byte length and the bytes; a frame longer than :data:`MAX_FRAME` is refused
+Each frame is an 8-byte length and the bytes; a frame longer than ``MAX_FRAME`` is refused
 unread, so that a huge answer costs the question that asked for it, not the grader's memory.
 """
 
@@ -25,7 +25,7 @@ import sys
 import time
 import types
 from functools import partial
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_FRAME = 256 * 2**20  # bytes: far above any answer's tensors, far below a grading machine's memory
 HANDLE = "\x00handle"  # the key of a handle's dict: {HANDLE: id, "type": name, "callable": bool}
@@ -87,14 +87,17 @@ def is_callback(value: Any) -> bool:
 
 
 class Handle:
-    """What stands, in the grader, for an object of the submission's process (:class:`.sandbox.Remote`)."""
+    """What stands, in the grader, for an object of the submission's process.
+
+    The grader's handles are :class:`transformer_lib.coursework.sandbox.Remote`.
+    """
 
     __slots__ = ()
     _remote_id: int
 
 
 class _RequestPickler(pickle.Pickler):
-    def __init__(self, file: io.BytesIO, callbacks: dict[int, Any]):
+    def __init__(self, file: BinaryIO, callbacks: dict[int, Any]):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.callbacks = callbacks
 
@@ -129,7 +132,10 @@ def read_answer(payload: bytes) -> Any:
 
 
 class RequestUnpickler(pickle.Unpickler):
-    def __init__(self, file: io.BytesIO, objects: dict[int, Any], callback: Any):
+    """A request unpickled in the submission's process: its handles become the objects they stand for,
+    its callbacks functions that ask the grader to run them."""
+
+    def __init__(self, file: BinaryIO, objects: dict[int, Any], callback: Any):
         super().__init__(file)
         self.objects, self.callback = objects, callback
 

@@ -1,5 +1,6 @@
-"""What every check is made of: the lessons' exercises (:mod:`.exercises`) and the assignments' tests alike.
+"""What every check is made of: the lessons' exercises and the assignments' tests alike.
 
+The exercises are :mod:`transformer_lib.coursework.exercises`'s; the assignments' tests are Otter's.
 A check compares a learner's answer with an independent reference and, when they differ, raises
 :class:`Wrong` with one line that says what is wrong. The helpers here make that line the same
 everywhere: an answer that is not defined (its cell failed), a call that raised or ran too long,
@@ -80,7 +81,8 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 def _remote(answer: Any) -> bool:
-    """Whether ``answer`` lives in a submission's process (:class:`.sandbox.Remote`), not in this one."""
+    """Whether ``answer`` lives in a submission's process (:class:`transformer_lib.coursework.sandbox.Remote`),
+    not in this one."""
     from transformer_lib.coursework.channel import Handle
 
     return isinstance(answer, Handle)
@@ -115,8 +117,9 @@ def _remote_call(
 def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **kwargs: Any) -> Any:
     """``function(*args, **kwargs)``, its failure turned into one line naming the call.
 
-    An answer in a submission's process (a :class:`.sandbox.Remote`) is called there, its arguments
-    and its result passing as data, and a call past ``seconds`` kills that process from outside.
+    An answer in a submission's process (a :class:`transformer_lib.coursework.sandbox.Remote`) is called
+    there, its arguments and its result passing as data, and a call past ``seconds`` kills that
+    process from outside.
     """
     function = defined(function, name)
     if _remote(function):
@@ -417,7 +420,7 @@ def edits_within(a: str, b: str, cap: int) -> bool:
 
 
 def copies(hypotheses: list[str], references: list[str]) -> int:
-    """How many lines copy their reference: once :func:`normalised`, within :data:`NEAR_COPY` character
+    """How many lines copy their reference: once :func:`normalised`, within ``NEAR_COPY`` character
     edits of it (3, or 5 % of its characters where that is more: a word swapped, a letter changed).
     Lesson 11's trained model's translations: about 10 % of lines, against the quarter that refuses."""
     floor, share = NEAR_COPY
@@ -445,7 +448,7 @@ def translation_bleu(path: Any, split: str, lang: str) -> float:
     """Cased sacreBLEU of a file of translations (one a line) against a Multi30k split, as lesson 11 scores.
 
     Computed once per content: a capstone's tests ask for it many times. A file whose lines copy the
-    references (they ship with the dataset) beyond :data:`REFERENCE_SHARE`, however disguised
+    references (they ship with the dataset) beyond ``REFERENCE_SHARE``, however disguised
     (:func:`copies`), or that scores beyond any model trained on Multi30k, is not graded: Wrong says
     why, for the instructor to read by hand.
     """

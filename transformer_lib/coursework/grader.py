@@ -1,14 +1,15 @@
 """Grade one submission with an assignment's tests, the submission's code apart from them.
 
 Otter's ``otter run`` executes a notebook and then its tests in the same Python: a notebook could
-rewrite the tests, hook the results or patch what they compare with. Here the tests never enter
-the submission's process. :func:`grade_submission` reads everything it needs first: the tests
-(Otter's files in the autograder zip, or the folder it was unpacked into on Gradescope), the
-notebook and the files handed in beside it, each copied into memory and hashed before anything
-runs. The notebook's cells then run in a :class:`.sandbox.Sandbox`; each test runs here, in the
-grader's process, and is handed the notebook's names as data or as :class:`.sandbox.Remote`
-handles, so that every comparison is made with the grader's own, untouched libraries. The files
-the tests score are the grader's copies, in a folder the submission cannot reach.
+rewrite the tests, hook the results or patch what they compare with. Here the tests never enter the
+submission's process. :func:`grade_submission` reads everything it needs first: the tests (Otter's
+files in the autograder zip, or the folder it was unpacked into on Gradescope), the notebook and the
+files handed in beside it, each copied into memory and hashed before anything runs. The notebook's
+cells then run in a :class:`transformer_lib.coursework.sandbox.Sandbox`; each test runs here, in the
+grader's process, and is handed the notebook's names as data or as
+:class:`transformer_lib.coursework.sandbox.Remote` handles, so that every comparison is made with
+the grader's own, untouched libraries. The files the tests score are the grader's copies, in a
+folder the submission cannot reach.
 
 The points are Otter's: a question's tests share its points as its test file says, a test that
 raises scores nothing, and the message names the first failed test that carried points.

@@ -6,9 +6,10 @@ autograder zip (the one Gradescope takes). This module adds what a course needs 
 * :func:`build`: every assignment of a folder in one call;
 * :func:`grade`: every submission graded with the zip's tests, into a CSV of points per question
   and student. Unlike Otter's ``otter run``, which runs the tests in the submission's own Python,
-  each submission's code runs in a sandbox apart from the tests (:mod:`.grader`, :mod:`.sandbox`),
-  and a row says what it tried that grading refused. A submission that cannot be graded gets zero
-  with the reason, and the next one is graded;
+  each submission's code runs in a sandbox apart from the tests
+  (:mod:`transformer_lib.coursework.grader`, :mod:`transformer_lib.coursework.sandbox`), and a row
+  says what it tried that grading refused. A submission that cannot be graded gets zero with the
+  reason, and the next one is graded;
 * :class:`CellTimeLimit`: an Otter plugin that stops any cell of a submission after a number of
   seconds, for Otter's own ``otter run`` (Gradescope's run script): ``grade`` keeps its limits from
   outside the submission's process instead.
@@ -291,8 +292,11 @@ def possible_points(autograder: Path) -> float:
 
 
 def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS) -> list[Score]:
-    """One submission: its code in a sandbox (:mod:`.sandbox`), its tests in a process of the grader's
-    (:mod:`.grader`); every question's points, or zero and why, and a row for what was refused.
+    """One submission: its code in a sandbox, its tests in a process of the grader's.
+
+    The sandbox is :mod:`transformer_lib.coursework.sandbox`, the grader
+    :mod:`transformer_lib.coursework.grader`; what comes back is every question's points, or
+    zero and why, and a row for what was refused.
 
     The grader's process forks from a server that imported PyTorch once, where there is fork (a new
     Python elsewhere). Whatever becomes of it, every process the submission started is killed and

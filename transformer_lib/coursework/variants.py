@@ -221,7 +221,7 @@ def handed_in(spec: dict) -> str:
     The lines are a record's (``translations``: a path under ``results/``; lesson 11's recorded
     ``test_2016_flickr`` translations unless given), or test_2016_flickr's English ``references`` or
     German ``sources``; then the first ``copied`` share of lines replaced by their references, each
-    disguised as ``disguise`` says (:data:`_DISGUISES`); then ``shift`` lines out of place (the last
+    disguised as ``disguise`` says (``_DISGUISES``); then ``shift`` lines out of place (the last
     line repeated at the end), the first ``lines`` kept, each ``padded`` with spaces at both ends,
     ``crlf`` line ends, and no final line end when ``final_newline`` is false.
     """

@@ -1,14 +1,16 @@
 """The submission's process: it runs the notebook's cells, then answers the grader's requests.
 
-Started by :class:`.sandbox.Sandbox` (as a user of its own where the grader runs as root, in a
-throwaway folder, with a scrubbed environment), it never sees the tests, the results or the
-handed-in originals: it gets the notebook's cells, then requests over the channel (call this
-function with these arguments), and answers with data (:mod:`.channel`). Before any cell runs it
-limits itself (CPU time, file size, memory, processes) and installs an audit hook that refuses,
-and notes, what grading never needs: writing outside its folder, reading the grading's files,
-opening a connection, starting a process, loading code through ``ctypes``. The hook is a second
-line, not the guarantee: a determined submission can get round it inside its own process, and
-then finds the operating system's limits (another user, no network, the grader's kill) behind it.
+Started by a :class:`transformer_lib.coursework.sandbox.WorkerProcess` for a
+:class:`transformer_lib.coursework.sandbox.Sandbox` (as a user of its own where the grader runs as
+root, in a throwaway folder, with a scrubbed environment), it never sees the tests, the results or
+the handed-in originals: it gets the notebook's cells, then requests over the channel (call this
+function with these arguments), and answers with data (:mod:`transformer_lib.coursework.channel`).
+Before any cell runs it limits itself (CPU time, file size, memory, processes) and installs an audit
+hook that refuses, and notes, what grading never needs: writing outside its folder, reading the
+grading's files, opening a connection, starting a process, loading code through ``ctypes``. The hook
+is a second line, not the guarantee: a determined submission can get round it inside its own
+process, and then finds the operating system's limits (another user, no network, the grader's kill)
+behind it.
 """
 
 from __future__ import annotations
@@ -124,7 +126,7 @@ def _snapshot() -> dict[tuple[str, str], Any]:
 
 
 def _changed(before: dict[tuple[str, str], Any]) -> list[str]:
-    """What was replaced or deleted since :func:`_snapshot` (PyTorch's own wrappers, which keep the
+    """What was replaced or deleted since ``_snapshot`` (PyTorch's own wrappers, which keep the
     original as ``__wrapped__``, left out: it wraps ``torch.manual_seed`` when an optimizer loads)."""
     changed = []
     for (name, attr), original in before.items():
