@@ -210,7 +210,7 @@ def test_translations_that_copy_the_references_are_not_graded_however_disguised(
     for what, disguise in disguises.items():
         lines = [disguise(r) for r in references[:300]] + recorded[300:]
         handed_in.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        with pytest.raises(Wrong, match=r" 3\d\d of 1,000 lines copy"), check_that(what):
+        with check_that(what), pytest.raises(Wrong, match=r" 3\d\d of 1,000 lines copy"):
             translation_bleu(handed_in.name, "test_2016_flickr", "en")
     assert 0.05 < checks.copies(recorded, references) / 1000 < 0.15  # a trained model's: graded
     handed_in.write_text("\n".join(recorded) + "\n", encoding="utf-8")
