@@ -334,8 +334,17 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
         rows.append(Score(submission.name, question, float(points), float(possible), message))
     rows += by_hand_scores(autograder, submission.name)
     if graded["notes"]:
-        rows.append(Score(submission.name, NOTES_ROW, 0.0, 0.0, "; ".join(graded["notes"]), note=True))
+        notes = "; ".join(portable(note) for note in graded["notes"])
+        rows.append(Score(submission.name, NOTES_ROW, 0.0, 0.0, notes, note=True))
     return rows
+
+
+def portable(note: str) -> str:
+    """A note without this machine's paths, the same on every grader: a grading's own folders
+    (``tl-...`` in the temporary folder) read ``<grading>``, the temporary folder ``$TMPDIR``."""
+    temporary = tempfile.gettempdir().rstrip("/")
+    note = re.sub(re.escape(temporary) + r"/tl-[\w-]+", "<grading>", note)
+    return note.replace(temporary, "$TMPDIR")
 
 
 NOTES_ROW = "refused"  # the row that says what a submission tried that grading refused or stopped
