@@ -34,9 +34,10 @@ def test_a_reader_answers_a_quiz_question_on_the_site(browser, serve_folder):
             assert options.count() == len(first["answers"])
             feedback = question.locator(".Feedback")
 
-            options.nth(wrong).focus()  # the keyboard: Tab reaches an option, Enter answers
-            assert options.nth(wrong).evaluate("e => e === document.activeElement")
-            page.keyboard.press("Enter")
+            radio = options.nth(wrong).locator("input")  # the keyboard: Tab reaches an option, Space answers
+            radio.focus()
+            assert radio.evaluate("e => e === document.activeElement")
+            page.keyboard.press("Space")
             assert "incorrect" in feedback.get_attribute("class")
             assert plain(first["answers"][wrong]["feedback"]) in feedback.inner_text()
 

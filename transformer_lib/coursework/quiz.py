@@ -13,26 +13,30 @@ from importlib import resources
 
 from transformer_lib.errors import InvalidValue
 
-# jupyterquiz draws its options as clickable boxes only; this makes each one a button that Tab
-# reaches and Enter or Space answers, and has screen readers read the feedback when it appears.
-_KEYBOARD = """
+# jupyterquiz's options are radio buttons inside their labels, so Tab and Space already answer
+# them; this names the box of a numeric answer and has screen readers read an answer's
+# explanation when it appears.
+_ANNOUNCE = """
 (function () {
-  function enable() {
-    document.querySelectorAll(".MCButton:not([tabindex])").forEach(function (option) {
-      option.tabIndex = 0;
-      option.setAttribute("role", "button");
-      option.addEventListener("keydown", function (event) {
-        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); option.click(); }
-      });
-    });
+  var tries = 0;
+  var timer = setInterval(function () {
     document.querySelectorAll(".Feedback:not([aria-live])").forEach(function (feedback) {
       feedback.setAttribute("aria-live", "polite");
     });
-  }
-  var tries = 0;
-  var timer = setInterval(function () { enable(); if (++tries > 20) clearInterval(timer); }, 250);
+    document.querySelectorAll(".Input-text:not([aria-label])").forEach(function (box) {
+      box.setAttribute("aria-label", "your answer, a number");
+    });
+    if (++tries > 20) clearInterval(timer);
+  }, 250);
 })();
 """
+# jupyterquiz's own colours, where they fall short of 4.5:1 contrast: white on orange, green on
+# white, and white typed on a light grey box.
+_COLORS = {
+    "--jq-many-choice-bg": "#9c3d00",
+    "--jq-correct-color": "#006e0e",
+    "--jq-numeric-input-bg": "#1f1033",
+}
 
 
 def lessons() -> list[str]:
@@ -58,5 +62,5 @@ def show_quiz(lesson: str) -> None:
     except ImportError:
         print("the quizzes need jupyterquiz: pip install jupyterquiz, then run this cell again")
         return
-    display_quiz(questions(lesson), shuffle_answers=False, max_width=680)
-    display(Javascript(_KEYBOARD))
+    display_quiz(questions(lesson), shuffle_answers=False, max_width=680, colors=_COLORS)
+    display(Javascript(_ANNOUNCE))
