@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_prose import sentences  # the same sentences the length check counts
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -142,14 +143,6 @@ def equation_holds(formula: str) -> bool:
     written = re.fullmatch(r"\s*\d[\d,]*(?:\.(\d+))?\s*", sides[-1])
     tolerance = 0.5 * 10 ** -len(written.group(1) or "") if written else 1e-9 * abs(values[-1])
     return all(abs(v - values[-1]) <= tolerance + 1e-12 for v in values)
-
-
-def sentences(text: str) -> list[str]:
-    text = re.sub(r"^\s*([-*+]|\d+\.)\s", "\n\n", text, flags=re.M)
-    parts = []
-    for block in re.split(r"\n\s*\n", text):
-        parts += re.split(r"(?<=[.!?])[)\"'*_]*\s+(?=[\"'(*_]*[A-Z])", " ".join(block.split()))
-    return [p for p in parts if p.strip()]
 
 
 def numbers_in(text: str) -> list[float]:

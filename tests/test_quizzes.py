@@ -3,13 +3,13 @@ option is explained, a number it quotes is one the lesson printed, and a place t
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from test_numbers import numbers_in, shown
+from test_numbers import cell_text, numbers_in, shown
+from test_prose import cells
 
 from transformer_lib.coursework import quiz
 from transformer_lib.errors import InvalidValue
@@ -19,21 +19,11 @@ LESSONS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 REPOSITORY = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["repository"]["url"]
 
 
-def cells(path: Path) -> list[dict]:
-    return json.loads(path.read_text(encoding="utf-8"))["cells"]
-
-
 def lesson_text(path: Path) -> str:
-    """Everything a lesson prints and runs: the code and the stored text outputs of every cell."""
-    parts = []
-    for cell in cells(path):
-        if cell["cell_type"] != "code":
-            continue
-        parts.append("".join(cell["source"]))
-        for output in cell.get("outputs", []):
-            parts.append("".join(output.get("text", "")))
-            parts.append("".join(output.get("data", {}).get("text/plain", "")))
-    return "\n".join(parts)
+    """Everything a lesson prints and runs: the code and stored outputs of every cell but the quiz's
+    own (whose output holds the quiz, so it would vouch for every number in it)."""
+    code = [c for c in cells(path) if c["cell_type"] == "code" and "show_quiz(" not in "".join(c["source"])]
+    return "\n".join("\n".join(cell_text(c)) for c in code)
 
 
 def texts(question: dict) -> list[str]:
