@@ -30,7 +30,10 @@ import argparse
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import zipfile
@@ -45,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from transformer_lib import utils  # noqa: E402
-from transformer_lib.coursework import grading, variants  # noqa: E402
+from transformer_lib.coursework import gradescope, grading, variants  # noqa: E402
 from transformer_lib.files import write_text  # noqa: E402
 
 
@@ -93,6 +96,10 @@ def with_correct_variants(solution: Path, spec: dict, out: Path) -> Path:
     return path
 
 
+# Hostile submissions also graded as Gradescope's run script grades them, besides every solution.
+ON_GRADESCOPE = ("hooks_the_results", "writes_the_tests", "rewrites_the_handed_in_file")
+
+
 def check_variants(spec: dict) -> list[str]:
     """Grade every answer of variants.yaml in this process; print the table; the problems found."""
     start = time.monotonic()
@@ -101,6 +108,31 @@ def check_variants(spec: dict) -> list[str]:
     print(variants.caught_table(verdicts))
     print(f"graded {len(verdicts)} answers of variants.yaml in {time.monotonic() - start:.0f} s")
     return [problem for v in verdicts for problem in v.problems]
+
+
+def on_gradescope(zipped: Path, submission: Path) -> dict[str, float]:
+    """Each question's points as Gradescope's run script gives them: the zip unpacked into source/, the
+    submission (a zip unpacked, as Gradescope unpacks an upload) into submission/, results/results.json read."""
+    with tempfile.TemporaryDirectory() as root:
+        with zipfile.ZipFile(zipped) as archive:
+            archive.extractall(Path(root, "source"))
+        handed = Path(root, "submission")
+        handed.mkdir()
+        if submission.suffix == ".zip":
+            with zipfile.ZipFile(submission) as archive:
+                archive.extractall(handed)
+        else:
+            shutil.copy(submission, handed)
+        run = subprocess.run(
+            [sys.executable, str(Path(root, "source", "run_otter.py"))],
+            env={**os.environ, gradescope.ROOT_VARIABLE: root},
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode:
+            return {"run_otter.py failed": run.stderr.strip().splitlines()[-1:]}
+        report = json.loads(Path(root, "results", "results.json").read_text(encoding="utf-8"))
+    return {t["name"]: t["score"] for t in report["tests"] if t["name"] != grading.NOTES_ROW}
 
 
 def hidden_tests_leak(built: Path) -> list[str]:
@@ -205,6 +237,9 @@ def main() -> int:
             }
         )
         print(f"{name}: solution {sum(s.points for s in scores):g}/{sum(possible.values()):g} in {seconds:.0f} s")
+        gradescope_scores = on_gradescope(*next((z, p) for n, z, p in solutions if n == name))
+        if gradescope_scores != {s.question: s.points for s in scores}:
+            problems.append(f"{name} solution on Gradescope: {gradescope_scores}, grade gives the points in full")
 
     def run(job):
         _, zipped, path, *_ = job
@@ -212,6 +247,8 @@ def main() -> int:
         scores = [s for s in grading.grade_one(zipped, path) if not s.by_hand]
         return job, scores, time.monotonic() - start
 
+    zipped_of = {name: zipped for name, zipped, _ in solutions}
+    path_of = {(name, label): path for name, _, path, label, *_ in jobs}
     with ThreadPoolExecutor(max_workers=2) as pool:
         for (name, _, _, label, loses, refused), graded_scores, seconds in pool.map(run, jobs):
             scores = [s for s in graded_scores if not s.note]
@@ -248,6 +285,10 @@ def main() -> int:
                 {"assignment": name, "submission": label, "seconds": round(seconds, 1), "scores": got, "why": why}
                 | ({"refused": said} if said else {})
             )
+            if label in ON_GRADESCOPE:  # Gradescope's run script protects as grade does
+                gradescope_scores = on_gradescope(zipped_of[name], path_of[name, label])
+                if gradescope_scores != got:
+                    problems.append(f"{name} {label} on Gradescope: {gradescope_scores}, grade gives {got}")
             lost = f", {loses}: {why.get(loses, '')}" if loses else ""
             lost += f"; {grading.NOTES_ROW}: {said}" if said else ""
             print(f"{name}: {label} {sum(got.values()):g}/{sum(possible.values()):g} in {seconds:.0f} s{lost}")

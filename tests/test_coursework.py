@@ -523,3 +523,40 @@ def test_the_grading_record_has_the_masters_questions_and_points():
     for master in MASTERS:
         graded = {c["name"]: c["points"] for c in questions(master) if not c.get("manual")}
         assert record["assignments"][master.parent.name]["questions"] == graded, f"{master.stem}: record again"
+
+
+def test_gradescope_results_show_the_student_one_line_and_the_instructor_the_refusals():
+    from transformer_lib.coursework import gradescope
+
+    scores = [
+        grading.Score("s", "q1", 3.0, 3.0, "passed"),
+        grading.Score("s", "q2", 0.0, 2.0, "test_q2: Wrong: off by one"),
+        grading.Score("s", "q5", 0.0, 2.0, grading.BY_HAND_MESSAGE, by_hand=True),
+        grading.Score("s", grading.NOTES_ROW, 0.0, 0.0, "writes the tests: in its own process", note=True),
+    ]
+    report = gradescope.results(scores)
+    assert report["score"] == 3.0 and report["output"].startswith("Graded")
+    rows = {t["name"]: t for t in report["tests"]}
+    assert set(rows) == {"q1", "q2", grading.NOTES_ROW}  # the question graded by hand is Gradescope's rubric's
+    assert rows["q2"]["max_score"] == 2.0 and rows["q2"]["visibility"] == "after_published"
+    assert rows[grading.NOTES_ROW]["visibility"] == "hidden"
+    not_graded = gradescope.results([grading.Score("s", "-", 0.0, 12.0, "not graded: not JSON")])
+    assert not_graded == {"score": 0.0, "output": "not graded: not JSON", "stdout_visibility": "hidden", "tests": []}
+
+
+def test_gradescope_grades_the_zip_handed_in_or_the_notebook_with_its_files(tmp_path):
+    from transformer_lib.coursework import gradescope
+
+    handed, scratch = tmp_path / "submission", tmp_path / "scratch"
+    handed.mkdir()
+    scratch.mkdir()
+    (handed / "a2.zip").write_bytes(b"PK")
+    assert gradescope.submission_file(handed, scratch) == handed / "a2.zip"
+    (handed / "a2.zip").unlink()
+    (handed / "a6.ipynb").write_text("{}", encoding="utf-8")
+    assert gradescope.submission_file(handed, scratch) == handed / "a6.ipynb"
+    (handed / "translations.de-en.txt").write_text("a man .\n", encoding="utf-8")
+    packed = gradescope.submission_file(handed, scratch)
+    assert sorted(zipfile.ZipFile(packed).namelist()) == ["a6.ipynb", "translations.de-en.txt"]
+    (handed / "copy.ipynb").write_text("{}", encoding="utf-8")
+    assert "2 notebooks" in gradescope.submission_file(handed, scratch)

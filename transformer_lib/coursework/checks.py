@@ -203,6 +203,37 @@ def inputs(*shape: int, seed: int = 0, scale: float = 1.0) -> Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
 
 
+class Draws:
+    """Random cases over a question's whole domain, from a generator of their own.
+
+    A hidden test that checks a few hand-picked inputs passes a wrong answer whose mistake those
+    inputs happen not to show. Drawing sizes, shapes and values at random, many times, reaches the
+    cases no one listed; the seed is fixed, so every grading of a submission gives the same grade.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def integer(self, low: int, high: int) -> int:
+        """A whole number from ``low`` to ``high``, both included."""
+        return int(torch.randint(low, high + 1, (), generator=self.generator))
+
+    def chance(self, p: float) -> bool:
+        """True with probability ``p``."""
+        return bool(torch.rand((), generator=self.generator) < p)
+
+    def normal(self, *shape: int, scale: float = 1.0) -> Tensor:
+        return torch.randn(*shape, generator=self.generator) * scale
+
+    def choice(self, options: list) -> Any:
+        return options[self.integer(0, len(options) - 1)]
+
+    def broadcasting(self, shape: list[int]) -> list[int]:
+        """A shape that broadcasts to ``shape``: each dimension its own size or 1, some leading ones dropped."""
+        drawn = [size if self.chance(0.5) else 1 for size in shape]
+        return drawn[self.integer(0, len(shape) - 1) :]
+
+
 def unavailable(what: str) -> Callable[..., Any]:
     """A stand-in that fails with the line saying the question asks for one's own version."""
 

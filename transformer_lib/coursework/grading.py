@@ -10,9 +10,11 @@ autograder zip (the one Gradescope takes). This module adds what a course needs 
   (:mod:`transformer_lib.coursework.grader`, :mod:`transformer_lib.coursework.sandbox`), and a row
   says what it tried that grading refused. A submission that cannot be graded gets zero with the
   reason, and the next one is graded;
+* :func:`finish_zip`: the zip's Gradescope run script replaced by one that grades as ``grade`` does
+  (:mod:`transformer_lib.coursework.gradescope`);
 * :class:`CellTimeLimit`: an Otter plugin that stops any cell of a submission after a number of
-  seconds, for Otter's own ``otter run`` (Gradescope's run script): ``grade`` keeps its limits from
-  outside the submission's process instead.
+  seconds, for Otter's own ``otter run``: ``grade`` keeps its limits from outside the submission's
+  process instead.
 """
 
 from __future__ import annotations
@@ -231,15 +233,28 @@ def _assign(command: list[str], master: Path, out: Path, run_tests: bool) -> Pat
             lines = [line for line in (result.stderr or result.stdout).splitlines() if line.strip()]
             raise InvalidValue(f"otter assign {master.name} failed: {lines[-1] if lines else 'no message'}")
         zips = list(Path(scratch, "autograder").glob("*-autograder_*.zip"))
-        autograder = Path(scratch, "autograder", "autograder.zip")
-        Path(scratch, "autograder", zips[0].name).rename(autograder)
-        with zipfile.ZipFile(autograder, "a") as archive:  # for grade's rows; Otter ignores it
-            archive.writestr(BY_HAND_FILE, json.dumps(by_hand_questions(master)))
+        finish_zip(zips[0], Path(scratch, "autograder", "autograder.zip"), master)
+        zips[0].unlink()
         if target.exists():
             shutil.rmtree(target)
         Path(scratch).rename(target)
         Path(scratch).mkdir()  # for TemporaryDirectory's own clean-up
     return target
+
+
+def finish_zip(otter_zip: Path, autograder: Path, master: Path) -> None:
+    """Otter's zip with Gradescope's run script replaced by the sandboxed grader's
+    (:data:`transformer_lib.coursework.gradescope.RUN_SCRIPT`), and the questions graded by hand added
+    for ``grade``'s rows."""
+    from transformer_lib.coursework.gradescope import RUN_SCRIPT
+
+    with zipfile.ZipFile(otter_zip) as source, zipfile.ZipFile(autograder, "w", zipfile.ZIP_DEFLATED) as archive:
+        if "run_otter.py" not in source.namelist():
+            raise InvalidValue(f"{otter_zip.name} has no run_otter.py: this Otter's zip is not the one assign knows")
+        for member in source.infolist():
+            data = RUN_SCRIPT.encode() if member.filename == "run_otter.py" else source.read(member)
+            archive.writestr(member, data)
+        archive.writestr(BY_HAND_FILE, json.dumps(by_hand_questions(master)))
 
 
 BY_HAND_FILE = "by_hand.json"  # in each autograder zip: {question: points} of the questions graded by hand
@@ -291,7 +306,9 @@ def possible_points(autograder: Path) -> float:
     return total
 
 
-def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS) -> list[Score]:
+def grade_one(
+    autograder: Path, submission: Path, seconds: int = SUBMISSION_SECONDS, guarded: list[str] = ()
+) -> list[Score]:
     """One submission: its code in a sandbox, its tests in a process of the grader's.
 
     The sandbox is :mod:`transformer_lib.coursework.sandbox`, the grader
@@ -300,7 +317,8 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
 
     The grader's process forks from a server that imported PyTorch once, where there is fork (a new
     Python elsewhere). Whatever becomes of it, every process the submission started is killed and
-    every folder of the grading removed when it ends.
+    every folder of the grading removed when it ends. ``guarded``: more folders the submission may not
+    touch (Gradescope's, say).
     """
     from transformer_lib.coursework import sandbox
 
@@ -310,7 +328,7 @@ def grade_one(autograder: Path, submission: Path, seconds: int = SUBMISSION_SECO
     context = _grading_context()
     with tempfile.TemporaryDirectory(prefix="tl-results-") as out:
         os.chmod(out, 0o700)
-        guarded = [str(Path(autograder).resolve()), str(Path(submission).resolve().parent), out]
+        guarded = [str(Path(autograder).resolve()), str(Path(submission).resolve().parent), out, *guarded]
         args = (str(autograder), str(submission), seconds, isolation, guarded, mark, uid, out)
         process = context.Process(target=_grade_in_process, args=args)
         process.start()
