@@ -8,7 +8,7 @@ one (written differently from the master's) must get full marks, each wrong one 
 make) must lose all of its question's points and no other's; a table says, for each question, how
 many of its wrong answers it catches.
 
-Then, built with Otter (``python -m transformer_lib assign``) and graded as ``grade`` grades (each
+Then, built with Otter (``python -m book_tools assign``) and graded as ``grade`` grades (each
 submission's code in a sandbox, the tests apart), for each assignment: the student notebook holds
 no hidden test and no solution; the solution scores full marks; the untouched student notebook
 scores 0 on every auto-graded question and is still graded; each submission of
@@ -47,8 +47,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from book_tools.coursework import gradescope, grading, variants  # noqa: E402
 from transformer_lib import utils  # noqa: E402
-from transformer_lib.coursework import gradescope, grading, variants  # noqa: E402
 from transformer_lib.files import write_text  # noqa: E402
 
 

@@ -57,7 +57,7 @@ from nbclient import NotebookClient
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from repository import ROOT, configured, head_commit
 
-from transformer_lib.coursework.grading import RELEASE_LINE  # an assignment's ref: RELEASE = "main"
+from book_tools.coursework.grading import RELEASE_LINE  # an assignment's ref: RELEASE = "main"
 
 WORK = ROOT / ".colab"
 # What Colab preinstalls that the lessons use; PyTorch is the small CPU build of the book's version

@@ -104,7 +104,8 @@ def prepare(entry: Entry) -> Path:
         constraints = Path(tmp) / "constraints.txt"
         constraints.write_text(f"torch=={entry.torch}\n", encoding="utf-8")
         run([*pip, f"torch=={entry.torch}"], env=env)
-        run([*pip, "-c", str(constraints), "-e", f"{ROOT}[book,onnx]", *tools], env=env)
+        # the package at its declared ranges, and the book's tools, which the tests use too
+        run([*pip, "-c", str(constraints), "-e", f"{ROOT}[book,onnx]", "-e", str(ROOT / "tools"), *tools], env=env)
     return python
 
 

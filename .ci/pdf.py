@@ -33,7 +33,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's package, installed or not (as in the release workflow)
 
-from transformer_lib.web.serve import serve  # noqa: E402
+from book_tools.web.serve import serve  # noqa: E402
 
 DEFAULT = ROOT / "dist" / "transformer-book.pdf"
 PAGE = "print.html"  # the page printed, at the top of the single-page build

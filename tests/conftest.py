@@ -16,21 +16,23 @@ from unittest import mock
 
 import pytest
 
-from transformer_lib.cli import main
+from book_tools.cli import main as tools
+from book_tools.web.serve import serve
+from transformer_lib.cli import TOOLS_COMMANDS, main
 from transformer_lib.data import LOCAL_DIR_ENV
-from transformer_lib.web.serve import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    """The command line's ``main`` in this process, with its standard streams captured: what a
-    terminal would show, without a new Python's seconds of imports for each call. A test that is about the
-    process (raw bytes on its input) starts ``python -m transformer_lib`` instead."""
+    """The command line's ``main`` in this process (the library's, or the book's tools' for their
+    commands), with its standard streams captured: what a terminal would show, without a new Python's
+    seconds of imports for each call. A test that is about the process (raw bytes on its input) starts
+    ``python -m transformer_lib`` instead."""
     out, err = io.StringIO(), io.StringIO()
     typed = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8")
     with mock.patch("sys.stdin", typed), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
+        code = (tools if args and args[0] in TOOLS_COMMANDS else main)(list(args))
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 

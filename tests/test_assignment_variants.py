@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from transformer_lib.coursework import grading, variants
+from book_tools.coursework import grading, variants
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

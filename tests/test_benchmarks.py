@@ -27,7 +27,7 @@ def test_kv_cache_benchmark_prints_a_table(capsys):
 
 def test_decode_speed_translates_the_same_with_cuda_graph(mirror, tmp_path, capsys):
     """With --cuda-graph every beam size gets a second row, decoded over the static cache: the same BLEU."""
-    from transformer_lib.benchmarks.decode_speed import main as decode_speed
+    from book_tools.benchmarks.decode_speed import main as decode_speed
 
     out = tmp_path / "decode.json"
     decode_speed(["--limit", "12", "--repeats", "1", "--beam-sizes", "1", "3", "--cuda-graph", "--device", "cpu",
@@ -41,8 +41,8 @@ def test_decode_speed_translates_the_same_with_cuda_graph(mirror, tmp_path, caps
 def test_training_flops_match_pytorchs_flop_counter():
     from torch.utils.flop_counter import FlopCounterMode
 
+    from book_tools.benchmarks.training_speed import training_flops
     from transformer_lib import Transformer, TransformerConfig, keep_attention_weights
-    from transformer_lib.benchmarks.training_speed import training_flops
 
     config = TransformerConfig.preset("tiny", vocab_size=50, dropout=0.0)
     model = Transformer(config)
@@ -54,7 +54,7 @@ def test_training_flops_match_pytorchs_flop_counter():
 
 
 def test_training_speed_benchmark_runs_on_cpu(mirror, capsys, tmp_path):
-    from transformer_lib.benchmarks.training_speed import main as speed_main
+    from book_tools.benchmarks.training_speed import main as speed_main
 
     out = tmp_path / "results" / "speed.json"
     args = ["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"]
@@ -70,8 +70,8 @@ def test_training_speed_benchmark_runs_on_cpu(mirror, capsys, tmp_path):
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")  # nn.Transformer's inference path
 def test_the_benchmarks_nn_transformer_computes_our_model():
+    from book_tools.benchmarks.training_speed import TorchTransformer
     from transformer_lib import PAD_ID, Transformer, TransformerConfig
-    from transformer_lib.benchmarks.training_speed import TorchTransformer
 
     config = TransformerConfig.preset("tiny", vocab_size=50, dropout=0.1)
     torch.manual_seed(0)
@@ -100,7 +100,7 @@ def test_attention_cost_measures_the_full_matrix_and_its_absence():
 
 
 def test_cpu_speed_times_each_part_of_the_output_layer():
-    from transformer_lib.benchmarks.cpu_speed import output_layer
+    from book_tools.benchmarks.cpu_speed import output_layer
 
     parts = output_layer(tokens=64, d_model=16, vocab=100, dtype=torch.bfloat16, repeats=1)
     assert list(parts) == ["projection", "its backward", "log-softmax and its backward"]
@@ -121,8 +121,8 @@ def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
 
 
 def test_length_limit_counts_the_translations_that_reached_it():
+    from book_tools.benchmarks.length_limit import translate_counting
     from transformer_lib.benchmarks import shipped_translator
-    from transformer_lib.benchmarks.length_limit import translate_counting
     from transformer_lib.decoding import DecodeConfig
     from transformer_lib.translation import load_model, translate_sentences
 
@@ -140,7 +140,7 @@ def test_length_limit_counts_the_translations_that_reached_it():
 
 
 def test_cpu_average_window_must_beat_the_recipes_by_the_margin():
-    from transformer_lib.benchmarks.checkpoint_average import choose
+    from book_tools.benchmarks.checkpoint_average import choose
 
     assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.9}) == 10  # +0.4
     assert choose({1: 39.0, 2: 40.0, 4: 40.5, 10: 40.7}) == 4  # +0.2: under the margin
@@ -166,7 +166,7 @@ def test_a_report_writes_what_it_printed_beside_its_record(tmp_path, capsys):
 
 def test_cpu_speed_batch_variants_train_batches_of_their_own_size(mirror, tmp_path):
     """A batch variant must time its own batches: half or twice the recipe's target tokens a step."""
-    from transformer_lib.benchmarks import cpu_speed
+    from book_tools.benchmarks import cpu_speed
 
     out = tmp_path / "speed.json"
     variants = ["fp32", "batch-1024", "batch-4096"]
@@ -180,7 +180,7 @@ def test_cpu_speed_batch_variants_train_batches_of_their_own_size(mirror, tmp_pa
 
 def test_page_speed_says_in_one_line_what_it_needs(tmp_path, capsys):
     """No built site in the folder given: one line naming what to install or build, no traceback."""
-    from transformer_lib.benchmarks.page_speed import main as page_speed
+    from book_tools.benchmarks.page_speed import main as page_speed
 
     assert page_speed(["--site", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -191,8 +191,8 @@ def test_packed_self_attention_computes_our_outputs_and_gradients():
     """Packing Q, K and V into one projection changes the number of matrix products, not the function."""
     import copy
 
+    from book_tools.benchmarks.training_speed import PackedSelfAttention, pack_qkv
     from transformer_lib import PAD_ID, Transformer, TransformerConfig
-    from transformer_lib.benchmarks.training_speed import PackedSelfAttention, pack_qkv
 
     torch.manual_seed(0)
     reference = Transformer(TransformerConfig.preset("tiny", vocab_size=50, dropout=0.0))
@@ -220,8 +220,8 @@ def test_causal_self_attention_without_a_mask_computes_every_real_positions_outp
     """is_causal=True instead of the causal-and-padding mask: only padded target positions change."""
     import copy
 
+    from book_tools.benchmarks.training_speed import causal_decoder, pack_qkv
     from transformer_lib import PAD_ID, Transformer, TransformerConfig
-    from transformer_lib.benchmarks.training_speed import causal_decoder, pack_qkv
 
     torch.manual_seed(0)
     reference = Transformer(TransformerConfig.preset("tiny", vocab_size=50, dropout=0.0))
@@ -267,7 +267,7 @@ def test_the_step_without_host_syncs_makes_the_trainers_updates(mirror):
 def test_a_variant_is_a_precision_and_known_modifiers():
     import argparse
 
-    from transformer_lib.benchmarks.training_speed import checked_variant
+    from book_tools.benchmarks.training_speed import checked_variant
 
     assert checked_variant("bf16+nosync+packed+compile") == "bf16+nosync+packed+compile"
     for bad in ("bf16+turbo", "int8", "bf16+compile+compile"):
@@ -276,7 +276,7 @@ def test_a_variant_is_a_precision_and_known_modifiers():
 
 
 def test_the_speed_benchmark_times_the_new_variants_on_cpu(mirror, capsys):
-    from transformer_lib.benchmarks.training_speed import main as speed_main
+    from book_tools.benchmarks.training_speed import main as speed_main
 
     args = ["--presets", "tiny", "--steps", "2", "--warmup", "1", "--max-tokens", "512", "--vocab-size", "500"]
     speed_main([*args, "--variants", "fp32+nosync+packed", "fp32+causal", "bf16+graphs", "--repeat-batches", "1"])

@@ -25,9 +25,10 @@ import torch
 import yaml
 
 import transformer_lib
+from book_tools.cli import main as tools
+from book_tools.coursework import grader, grading, guard, variants
 from transformer_lib import records
-from transformer_lib.cli import main
-from transformer_lib.coursework import checks, grader, grading, guard, variants
+from transformer_lib.coursework import checks
 from transformer_lib.coursework.checks import (
     Wrong,
     call,
@@ -267,8 +268,8 @@ def test_each_assignment_has_its_questions_with_the_points_its_prompts_state(mas
 def test_each_assignment_is_graded_with_the_guard_then_the_cell_time_limit(master):
     config = yaml.safe_load(nbformat.read(master, as_version=4).cells[0].source.split("\n", 1)[1])
     assert config["generate"]["plugins"] == [
-        "transformer_lib.coursework.guard.LibraryGuard",  # first: the cells it names are the student's
-        "transformer_lib.coursework.grading.CellTimeLimit",
+        "book_tools.coursework.guard.LibraryGuard",  # first: the cells it names are the student's
+        "book_tools.coursework.grading.CellTimeLimit",
     ]
 
 
@@ -310,7 +311,7 @@ def test_every_assignment_has_a_seeded_mistake():
     ],
 )
 def test_bad_input_is_one_line(arguments, message, capsys):
-    assert main(arguments) == 2
+    assert tools(arguments) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
@@ -318,14 +319,14 @@ def test_bad_input_is_one_line(arguments, message, capsys):
 def test_grade_refuses_what_is_not_an_autograder_or_a_submission(tmp_path, capsys):
     autograder = tmp_path / "autograder.zip"
     autograder.write_bytes(b"not a zip")
-    assert main(["grade", str(autograder), str(tmp_path)]) == 2
+    assert tools(["grade", str(autograder), str(tmp_path)]) == 2
     assert "is not an autograder zip: give the autograder.zip that assign wrote" in capsys.readouterr().err
     with zipfile.ZipFile(autograder, "w") as archive:
         archive.writestr("otter_config.json", "{}")
     (tmp_path / "notes.txt").write_text("", encoding="utf-8")
-    assert main(["grade", str(autograder), str(tmp_path / "notes.txt")]) == 2
+    assert tools(["grade", str(autograder), str(tmp_path / "notes.txt")]) == 2
     assert "is not a submission: give notebooks (.ipynb), zips or folders of them" in capsys.readouterr().err
-    assert main(["grade", str(autograder), str(tmp_path)]) == 2  # the folder holds only the autograder
+    assert tools(["grade", str(autograder), str(tmp_path)]) == 2  # the folder holds only the autograder
     assert "no submissions besides the autograder" in capsys.readouterr().err
 
 
@@ -456,14 +457,14 @@ def test_a_release_is_pinned_only_from_its_own_checkout(tmp_path):
     (package / "checks.py").write_text("def call(): ...\n", encoding="utf-8")
     for step in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "v1"], ["tag", "v1.2.3"]):
         subprocess.run(git + step, check=True, capture_output=True)
-    grading.check_release("v1.2.3", package)  # the release's own checkout
+    grading.check_release("v1.2.3", (package,))  # the release's own checkout
     (package / "checks.py").write_text("def call(): ...\ndef list_of(): ...\n", encoding="utf-8")
     with pytest.raises(InvalidValue, match=r"^this checkout's package is not v1\.2\.3's.*git checkout v1\.2\.3"):
-        grading.check_release("v1.2.3", package)
+        grading.check_release("v1.2.3", (package,))
     with pytest.raises(InvalidValue, match=r"^cannot tell whether this checkout is v9\.9\.9: no tag v9\.9\.9 here"):
-        grading.check_release("v9.9.9", package)
+        grading.check_release("v9.9.9", (package,))
     with pytest.raises(InvalidValue, match=r"--release takes a release tag vX\.Y\.Z "):
-        grading.check_release("1.2.3", package)
+        grading.check_release("1.2.3", (package,))
 
 
 def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
@@ -474,6 +475,7 @@ def test_a_release_pins_every_master_and_the_autograders_requirements(tmp_path):
         assert sum('RELEASE = "v9.8.7"' in c for c in code) == 1 and not any('RELEASE = "main"' in c for c in code)
     requirements = (copy / "requirements.txt").read_text(encoding="utf-8")
     assert re.search(r"^transformer-book @ git\+https://\S+@v9\.8\.7$", requirements, re.M), requirements
+    assert re.search(r"^transformer-book-tools @ git\+https://\S+@v9\.8\.7#subdirectory=tools$", requirements, re.M)
     assert "@main" not in requirements
     assert "@main" in (ROOT / "assignments" / "requirements.txt").read_text(encoding="utf-8")  # the masters untouched
 
@@ -526,7 +528,7 @@ def test_the_grading_record_has_the_masters_questions_and_points():
 
 
 def test_gradescope_results_show_the_student_one_line_and_the_instructor_the_refusals():
-    from transformer_lib.coursework import gradescope
+    from book_tools.coursework import gradescope
 
     scores = [
         grading.Score("s", "q1", 3.0, 3.0, "passed"),
@@ -545,7 +547,7 @@ def test_gradescope_results_show_the_student_one_line_and_the_instructor_the_ref
 
 
 def test_gradescope_grades_the_zip_handed_in_or_the_notebook_with_its_files(tmp_path):
-    from transformer_lib.coursework import gradescope
+    from book_tools.coursework import gradescope
 
     handed, scratch = tmp_path / "submission", tmp_path / "scratch"
     handed.mkdir()

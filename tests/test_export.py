@@ -16,17 +16,17 @@ import onnx
 import pytest
 import torch
 
+from book_tools.cli import main as tools
+from book_tools.web import runtime as web_runtime
+from book_tools.web.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.batching import pad_ids
-from transformer_lib.cli import main
 from transformer_lib.data import DataError, load_multi30k
 from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig
 from transformer_lib.errors import MissingFile
 from transformer_lib.special_tokens import BOS_ID, EOS_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_sentences
-from transformer_lib.web import runtime as web_runtime
-from transformer_lib.web.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -158,7 +158,7 @@ def first_layers(path: Path, **config) -> dict:
 
 def test_int8_export_from_the_command_line_mostly_picks_the_same_tokens(tmp_path, capsys, mirror):
     first_layers(tmp_path / "model.pt")
-    assert main(["export-onnx", str(tmp_path / "model.pt"), str(tmp_path / "int8"), "--precision", "int8"]) == 0
+    assert tools(["export-onnx", str(tmp_path / "model.pt"), str(tmp_path / "int8"), "--precision", "int8"]) == 0
     assert "exported to" in capsys.readouterr().out
     quantized = OnnxTranslator(tmp_path / "int8")
     assert quantized.info["precision"] == "int8"
@@ -179,7 +179,7 @@ def test_int8_export_from_the_command_line_mostly_picks_the_same_tokens(tmp_path
 
 
 def test_bad_inputs_are_one_line(tmp_path, capsys):
-    assert main(["export-onnx", str(tmp_path / "missing.pt"), str(tmp_path / "out")]) == 2
+    assert tools(["export-onnx", str(tmp_path / "missing.pt"), str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.startswith("error: no checkpoint at")
     assert not (tmp_path / "out").exists()
     with pytest.raises(MissingFile, match=r"not an exported translator \(missing encoder\.onnx"):
@@ -191,7 +191,7 @@ def test_bad_inputs_are_one_line(tmp_path, capsys):
 def test_missing_onnx_packages_are_named_in_one_line(tmp_path, monkeypatch, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a))
-    assert main(["export-onnx", str(DE_EN), str(tmp_path / "out")]) == 2
+    assert tools(["export-onnx", str(DE_EN), str(tmp_path / "out")]) == 2
     assert (
         capsys.readouterr().err
         == "error: this needs onnxscript: pip install 'transformer-book[onnx]' (requirements.txt has them)\n"

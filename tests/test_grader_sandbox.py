@@ -22,7 +22,7 @@ import nbformat
 import pytest
 import torch
 
-from transformer_lib.coursework import channel, grading, sandbox
+from book_tools.coursework import channel, grading, sandbox
 
 TESTS = {
     "q1": """from otter.test_files import test_case

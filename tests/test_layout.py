@@ -1,8 +1,9 @@
 """The package's layout: the folders follow the book, and nothing a user imports moved.
 
 Every name that ``from transformer_lib import X`` gave before the package was split into parts
-(family, cli, web, coursework) still comes from there; every module says in its first line what
-it is for; every command of ``python -m transformer_lib`` is still there.
+(family, cli, coursework) still comes from there; every module says in its first line what it is
+for; every command of ``python -m transformer_lib`` is still there, and those that moved to the
+book's tools are there; the library never imports the tools.
 """
 
 import ast
@@ -102,7 +103,8 @@ NAMES = [
     "token_batches",
     "tokenized_bleu",
 ]
-COMMANDS = ["train", "evaluate", "translate", "score", "sweep", "pack", "export-onnx", "assign", "grade"]
+COMMANDS = ["train", "evaluate", "translate", "score", "sweep", "pack"]
+TOOLS_COMMANDS = ["export-onnx", "assign", "grade"]  # python -m book_tools
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -120,7 +122,7 @@ def test_every_module_says_what_it_is_for(path):
 
 def test_the_parts_are_folders_and_the_package_docstring_maps_them():
     parts = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert parts == {"training", "family", "cli", "web", "coursework", "benchmarks"}
+    assert parts == {"training", "family", "cli", "coursework", "benchmarks"}
     assert all(f"``{part}/``" in transformer_lib.__doc__ for part in parts)
 
 
@@ -142,11 +144,24 @@ def test_no_class_is_longer_than_200_lines():
 def test_every_command_is_still_there():
     out = subprocess.run([sys.executable, "-m", "transformer_lib", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and all(command in out.stdout for command in COMMANDS)
+    tools = subprocess.run([sys.executable, "-m", "book_tools", "--help"], capture_output=True, text=True)
+    assert tools.returncode == 0 and all(command in tools.stdout for command in TOOLS_COMMANDS)
+    moved = subprocess.run([sys.executable, "-m", "transformer_lib", "grade", "x.zip"], capture_output=True, text=True)
+    assert moved.returncode == 2 and moved.stderr == (
+        "error: grade is a command of the book's tools: python -m book_tools grade ...\n"
+    )
+
+
+def test_the_library_never_imports_the_tools():
+    """book_tools (tools/) builds on the library; a learner's install of the library has no tools to import."""
+    for path in PACKAGE.rglob("*.py"):
+        tools = {m for m in imported_modules(path) if m == "book_tools" or m.startswith("book_tools.")}
+        assert not tools, f"{path.relative_to(PACKAGE)} imports {sorted(tools)}"
 
 
 PARTS = sorted(
     ".".join(p.relative_to(PACKAGE).with_suffix("").parts).removesuffix(".__init__")
-    for part in ("training", "family", "cli", "web", "coursework")
+    for part in ("training", "family", "cli", "coursework")
     for p in (PACKAGE / part).glob("*.py")
 )
 
@@ -180,7 +195,7 @@ def imported_modules(path: Path) -> set[str]:
     return found | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
 
 
-@pytest.mark.parametrize("part", ["training", "web", "benchmarks", "coursework", "family"])
+@pytest.mark.parametrize("part", ["training", "benchmarks", "coursework", "family"])
 def test_no_import_climbs_back_up_to_the_command_line(part):
     """The command line builds on the rest; loading and translating with a run are the core's."""
     for path in (PACKAGE / part).rglob("*.py"):
@@ -194,7 +209,7 @@ def test_the_benchmarks_have_one_home():
     """Scripts that measure live in benchmarks/; experiments/ keeps the notes and the sweeps' YAML files."""
     experiments = PACKAGE.parent / "experiments"
     scripts = sorted(str(p.relative_to(experiments)) for p in experiments.rglob("*.py"))
-    assert not scripts, f"move {scripts} into transformer_lib/benchmarks/"
+    assert not scripts, f"move {scripts} into tools/book_tools/benchmarks/"
     assert (experiments / "NOTES.md").is_file()
 
 

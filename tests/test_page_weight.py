@@ -2,7 +2,7 @@
 
 Every page is opened in a new, empty browser profile and the bytes the server sent are counted
 until the network is quiet: the site served as GitHub Pages serves it (gzip on text and
-WebAssembly, ``.onnx`` files as they are; :mod:`transformer_lib.web.serve`). A lesson's first
+WebAssembly, ``.onnx`` files as they are; :mod:`book_tools.web.serve`). A lesson's first
 visit stays under ``LESSON_BUDGET``; no page loads Font Awesome's JavaScript (the theme's CSS and
 webfonts draw the icons, cut down to the icons the site uses) and only a page with a formula
 loads MathJax.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from book_tools.web.serve import serve
 from conftest import ROOT, SITE, VIEWPORT, built_pages
-from transformer_lib.web.serve import serve
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 import torch
 
+from book_tools.web.export import OnnxTranslator
 from conftest import SITE
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import NEVER_GENERATED, beam_search
 from transformer_lib.translation import load_model
-from transformer_lib.web.export import OnnxTranslator
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -135,7 +135,7 @@ def test_the_browser_tokenizer_gives_sentencepiece_ids_on_every_test_sentence(si
     character map inside a word: the browser's NFKC and the map's exceptions give SentencePiece's ids."""
     from sentencepiece import sentencepiece_model_pb2
 
-    from transformer_lib.web.export import _charsmap_table
+    from book_tools.web.export import _charsmap_table
 
     spm = exported("de_en").tokenizer
     proto = sentencepiece_model_pb2.ModelProto()

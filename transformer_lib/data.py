@@ -82,7 +82,7 @@ def file_name(split: str, lang: str) -> str:
 
 def cache_root() -> Path:
     """Where the package keeps what it downloads: Multi30k here, the browser's runtime in
-    :mod:`transformer_lib.web.runtime`, ONNX exports in :mod:`transformer_lib.web.export`."""
+    ``book_tools.web.runtime``, ONNX exports in ``book_tools.web.export`` (the book's tools)."""
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

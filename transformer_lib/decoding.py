@@ -4,7 +4,7 @@ All decode a batch of sentences at once and stop each one at ``<eos>`` or at its
 ``source length + max_extra`` tokens. The paper's section 6.1 uses input length + 50; the default
 here, ``MAX_EXTRA`` = 25, is the tighter limit that lowers no BLEU score of lesson 11's translators
 on the three test sets (``results/translator/length_limit.txt``, from
-``transformer_lib.benchmarks.length_limit``): a runaway output stops 25 tokens sooner. With
+``book_tools.benchmarks.length_limit``): a runaway output stops 25 tokens sooner. With
 ``use_cache=True`` each step feeds the decoder only the newest token and reuses the keys and
 values of earlier positions (:class:`~transformer_lib.attention.KVCache`); without it every step
 recomputes the whole prefix. The tokens are the same either way. With ``cuda_graph=True`` the cache

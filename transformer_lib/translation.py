@@ -70,7 +70,7 @@ def translate_in_batches(
 ) -> list[str]:
     """The loop of :func:`translate_sentences` around any ``decode`` (padded source ids
     (batch, src_len) -> one id list per sentence): a PyTorch model's, or an exported one's
-    (:class:`transformer_lib.web.export.OnnxTranslator`)."""
+    (``book_tools.web.export.OnnxTranslator``, the book's tools)."""
     encoded = dict(zip(range(len(sentences)), tokenizer.encode_batch(list(sentences), eos=True), strict=True))
     out: list[str] = [""] * len(sentences)
     for i, ids in list(encoded.items()):

@@ -2,19 +2,19 @@
 
 After an HTML build, ``_static/translator/`` of the output receives:
 
-* ``ort/``: ONNX Runtime Web (:mod:`transformer_lib.web.runtime`: pinned, checksum-verified, cached);
+* ``ort/``: ONNX Runtime Web (:mod:`book_tools.web.runtime`: pinned, checksum-verified, cached);
 * ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx`` and ``model.json`` (what the page
   reads; ``tokenizer.model`` too, for Python), and ``models/tokenizer.json.gz``, the browser's
   tokenizer, once for the directions that share it (``model.json`` names it), exported from the
   checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
-  :func:`transformer_lib.web.export.cached_export`), with the BLEU measured for exactly that
+  :func:`book_tools.web.export.cached_export`), with the BLEU measured for exactly that
   checkpoint and precision in ``translator_record``, the confidence threshold and example
-  sentences of ``translator_confidence_record`` (``python -m transformer_lib.benchmarks.confidence``),
+  sentences of ``translator_confidence_record`` (``python -m book_tools.benchmarks.confidence``),
   and each served file's version: the start of its SHA-256, the key under which the page keeps the
   file in the browser's Cache Storage.
 
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
-(``python -m transformer_lib.benchmarks.onnx_precision``): a checkpoint without a measured
+(``python -m book_tools.benchmarks.onnx_precision``): a checkpoint without a measured
 BLEU stops the build, so that the page never states a number nobody measured.
 """
 
@@ -26,9 +26,9 @@ from pathlib import Path
 
 from sphinx.errors import ExtensionError
 
+from book_tools.web import runtime as web_runtime
+from book_tools.web.export import cached_export
 from transformer_lib.files import sha256_of, write_text
-from transformer_lib.web import runtime as web_runtime
-from transformer_lib.web.export import cached_export
 
 SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.model")  # and model.json; the tokenizer below
 
@@ -36,7 +36,7 @@ SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.model")  # and model.json; 
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
     """The row of the precision benchmark's record for this checkpoint and precision."""
     if not record.is_file():
-        raise ExtensionError(f"{record} does not exist: run python -m transformer_lib.benchmarks.onnx_precision")
+        raise ExtensionError(f"{record} does not exist: run python -m book_tools.benchmarks.onnx_precision")
     sha = sha256_of(checkpoint)
     rows = json.loads(record.read_text(encoding="utf-8"))["rows"]
     for row in rows:
@@ -44,21 +44,19 @@ def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
             return row
     raise ExtensionError(
         f"{record} has no BLEU for {checkpoint} in {precision}: run "
-        f"python -m transformer_lib.benchmarks.onnx_precision --models {checkpoint}"
+        f"python -m book_tools.benchmarks.onnx_precision --models {checkpoint}"
     )
 
 
 def measured_confidence(record: Path, checkpoint: Path) -> dict:
     """The confidence benchmark's row for this checkpoint: the warning threshold and the examples."""
     if not record.is_file():
-        raise ExtensionError(f"{record} does not exist: run python -m transformer_lib.benchmarks.confidence")
+        raise ExtensionError(f"{record} does not exist: run python -m book_tools.benchmarks.confidence")
     sha = sha256_of(checkpoint)
     for row in json.loads(record.read_text(encoding="utf-8"))["rows"]:
         if row["checkpoint_sha256"] == sha:
             return row
-    raise ExtensionError(
-        f"{record} has no threshold for {checkpoint}: run python -m transformer_lib.benchmarks.confidence"
-    )
+    raise ExtensionError(f"{record} has no threshold for {checkpoint}: run python -m book_tools.benchmarks.confidence")
 
 
 def tokenizer_file(source: Path, models: Path, written: dict[str, str]) -> str:

@@ -1,20 +1,12 @@
-"""Benchmark scripts: measurements printed as tables and kept as records, never asserted in tests.
+"""The measurements the lessons run: printed as tables and kept as records, never asserted in tests.
 
-python -m transformer_lib.benchmarks.training_speed  # training throughput and MFU, ours against nn.Transformer
-python -m transformer_lib.benchmarks.profile_step    # where the time of one training step goes
-python -m transformer_lib.benchmarks.decode_speed    # a trained translator on a whole test set
 python -m transformer_lib.benchmarks.kv_cache        # the key-value cache's speed-up (lesson 10)
 python -m transformer_lib.benchmarks.attention_cost  # attention's time and memory against length (lesson 12)
-python -m transformer_lib.benchmarks.confidence      # the translator page's confidence, in and outside its domain
-python -m transformer_lib.benchmarks.length_limit    # the output length limit against BLEU on the three test sets
-python -m transformer_lib.benchmarks.onnx_precision  # the ONNX files' size and BLEU at each precision
-python -m transformer_lib.benchmarks.page_speed      # the look-inside page in headless Chromium
-python -m transformer_lib.benchmarks.cpu_speed       # updates per second of lesson 11's CPU recipe
-python -m transformer_lib.benchmarks.checkpoint_average  # how many checkpoints the CPU recipe averages
 python -m transformer_lib.benchmarks.beam_settings   # the CPU recipe's beam size and length penalty, chosen on val
 
-The sweeps that made the CPU recipe's runs are YAML files in ``experiments/``, beside the research
-notes. The helpers below are what the scripts share: a timing loop and the form of their records.
+The book's other benchmarks (training speed and MFU, decoding a test set, the translator page's
+speed, the CPU recipe's choices) are its tools', in ``book_tools.benchmarks`` (the repository's
+``tools/`` folder); they share the helpers below: a timing loop and the form of their records.
 """
 
 from __future__ import annotations

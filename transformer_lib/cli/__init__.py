@@ -5,9 +5,7 @@ For example::
     python -m transformer_lib train --config multi30k_de_en_small      # a packaged config, or a path
     python -m transformer_lib evaluate --checkpoint runs/NAME/checkpoint.pt --split test_2016_flickr
     python -m transformer_lib translate --checkpoint runs/NAME < input.txt > output.txt
-    python -m transformer_lib assign assignments --out _build/assignments   # Otter: student, solution, autograder
-    python -m transformer_lib grade _build/assignments/a2_attention/autograder/autograder.zip submissions/ --csv a2.csv
-    python -m transformer_lib export-onnx runs/NAME exported/de_en  # ONNX files for a browser (book: translator)
+    python -m transformer_lib score runs/NAME/test_2016_flickr.hyp.txt --split test_2016_flickr --tgt en
     torchrun --standalone --nproc_per_node=4 -m transformer_lib train --config ...   # several GPUs
 
 A training run writes one folder: the resolved config, the environment (versions, device, git
@@ -17,6 +15,8 @@ sentencepiece, sacrebleu, tqdm and PyYAML, and runs from a source checkout (``PY
 This module holds the parser and ``main``; the commands' bodies are in
 :mod:`~transformer_lib.cli.commands`, a run's config in :mod:`~transformer_lib.training.run_config`,
 translating and scoring in :mod:`transformer_lib.translation`, the loop in :mod:`transformer_lib.training`.
+The book's own tools (the assignments and their grading, the website's export) have a
+command line of their own, ``python -m book_tools``, in the repository's ``tools/`` folder.
 """
 
 from __future__ import annotations
@@ -26,21 +26,10 @@ import sys
 from collections.abc import Sequence
 
 from transformer_lib import __version__
-from transformer_lib.cli.commands import (
-    cmd_assign,
-    cmd_evaluate,
-    cmd_export_onnx,
-    cmd_grade,
-    cmd_pack,
-    cmd_score,
-    cmd_sweep,
-    cmd_train,
-    cmd_translate,
-)
+from transformer_lib.cli.commands import cmd_evaluate, cmd_pack, cmd_score, cmd_sweep, cmd_train, cmd_translate
 from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, TransformerLibError
-from transformer_lib.web.export import PRECISIONS as EXPORT_PRECISIONS
 
 
 def utf8_console() -> None:
@@ -53,6 +42,10 @@ def utf8_console() -> None:
     for stream in (sys.stdin, sys.stdout, sys.stderr):
         if stream is not None and hasattr(stream, "reconfigure") and stream.encoding.lower().replace("-", "") != "utf8":
             stream.reconfigure(encoding="utf-8")
+
+
+# The book's own tools (book_tools, in tools/ of the repository: not part of this package) took these.
+TOOLS_COMMANDS = ("export-onnx", "assign", "grade")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,32 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
     p.add_argument("folder")
     p.add_argument("archive")
-    p = sub.add_parser("export-onnx", help="write a translator as ONNX files (encoder, decoder, tokenizer)")
-    p.add_argument("checkpoint", help="a run folder or its checkpoint.pt")
-    p.add_argument("out", help="the folder to write")
-    p.add_argument("--precision", default="fp16", choices=EXPORT_PRECISIONS, help="weights (default fp16)")
-    p = sub.add_parser(
-        "assign", help="build every assignment, or one given its folder: student notebook, solution, autograder (Otter)"
-    )
-    folder_help = "the assignments' folder, or one assignment's (default assignments)"
-    p.add_argument("folder", nargs="?", default="assignments", help=folder_help)
-    p.add_argument("--out", default="_build/assignments", help="where to write them (default _build/assignments)")
-    p.add_argument("--run-tests", action="store_true", help="also run each solution against its tests (Otter)")
-    p.add_argument("--release", help="pin the package for the semester: a release tag, vX.Y.Z (default: main)")
-    p = sub.add_parser(
-        "grade",
-        help="grade submissions with an assignment's autograder zip (Otter), into a CSV",
-        description="Grade submissions with an assignment's autograder zip (Otter), into a CSV. A submission "
-        "is a program: grading runs it with your account's rights, so grade in a container, a virtual "
-        "machine or a spare account (or on Gradescope, which isolates each one).",
-    )
-    p.add_argument("autograder", help="the assignment's autograder.zip (from the assign command)")
-    p.add_argument("submissions", nargs="+", help="notebooks (.ipynb), zips, or folders of them")
-    p.add_argument("--csv", help="write points per question and submission to this CSV file")
-    p.add_argument("--timeout", type=int, default=900, help="seconds one submission may take to grade (default 900)")
     for name in ("train", "evaluate", "translate", "sweep"):
         p = sub.choices[name]
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in TOOLS_COMMANDS:
+        print(f"error: {argv[0]} is a command of the book's tools: python -m book_tools {argv[0]} ...", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         commands = {
@@ -127,9 +101,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "score": cmd_score,
             "sweep": cmd_sweep,
             "pack": cmd_pack,
-            "assign": cmd_assign,
-            "grade": cmd_grade,
-            "export-onnx": cmd_export_onnx,
         }
         commands[args.command](args)
     except Interrupted as exc:

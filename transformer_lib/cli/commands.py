@@ -34,10 +34,9 @@ from transformer_lib.training.run_config import DataConfig, load_config, resolve
 from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.utils import environment, pick_device, seed_everything
-from transformer_lib.web.export import export_onnx
 
 
-def _device(name: str) -> torch.device:
+def parse_device(name: str) -> torch.device:
     """The --device option: "auto" picks CUDA when there is one; a device that is not here is an error."""
     if name == "auto":
         return pick_device()
@@ -112,7 +111,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     ``--resume`` continues with the checkpoint's tokenizer and refuses a config that changes the run.
     """
     config = load_config(args.config)
-    device = distributed.init(_device(args.device))
+    device = distributed.init(parse_device(args.device))
     precision = device_precision(config["training"].precision, device)  # fp16 on a CPU: refused here
     main = distributed.rank() == 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -285,7 +284,7 @@ def _decoding(args: argparse.Namespace, record: RunRecord) -> DecodeConfig:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
-    device = _device(args.device)
+    device = parse_device(args.device)
     model, tokenizer, record = load_model(args.checkpoint, device)
     decoding = _decoding(args, record)
     if args.limit is not None and args.limit < 1:
@@ -298,7 +297,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
-    device = _device(args.device)
+    device = parse_device(args.device)
     model, tokenizer, record = load_model(args.checkpoint, device)
     decoding = _decoding(args, record)
     sentences = []
@@ -349,7 +348,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
     for flag in ("jobs", "threads"):
         if getattr(args, flag) < 1:
             raise InvalidValue(f"--{flag} must be at least 1, got {getattr(args, flag)}")
-    _device(args.device)  # here, once, rather than in every run's process after they have started
+    parse_device(args.device)  # here, once, rather than in every run's process after they have started
     summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads, only=args.runs)
     print(sweep.table(summary))
     if args.archive:
@@ -358,24 +357,3 @@ def cmd_sweep(args: argparse.Namespace) -> None:
 
 def cmd_pack(args: argparse.Namespace) -> None:
     print(f"packed into {sweep.pack(args.folder, args.archive)}")
-
-
-def cmd_export_onnx(args: argparse.Namespace) -> None:
-    out = export_onnx(args.checkpoint, args.out, args.precision)
-    sizes = ", ".join(f"{f.name} {f.stat().st_size / 1e6:.1f} MB" for f in sorted(out.iterdir()))
-    print(f"exported to {out}: {sizes}")
-
-
-def cmd_assign(args: argparse.Namespace) -> None:
-    from transformer_lib.coursework import grading  # Otter-Grader, which the book's requirements install
-
-    for folder in grading.build(args.folder, args.out, run_tests=args.run_tests, release=args.release):
-        print(f"{folder}: student/{folder.name}.ipynb, autograder/{folder.name}.ipynb (the solution), autograder.zip")
-
-
-def cmd_grade(args: argparse.Namespace) -> None:
-    from transformer_lib.coursework import grading
-
-    print(grading.table(grading.grade(args.autograder, args.submissions, args.csv, args.timeout)))
-    if args.csv:
-        print(f"written to {args.csv}")

@@ -80,31 +80,49 @@ def time_limit(seconds: float) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 0.001))
 
 
-def _remote(answer: Any) -> bool:
-    """Whether ``answer`` lives in a submission's process (:class:`transformer_lib.coursework.sandbox.Remote`),
-    not in this one."""
-    from transformer_lib.coursework.channel import Handle
+class RemoteAnswer:
+    """What stands, in a grader's process, for an object that lives in a submission's process.
 
-    return isinstance(answer, Handle)
+    The grader (``book_tools.coursework``, the book's tools, apart from this library) makes them;
+    the checks here only ask them: ``_sandbox.ask(request, ...)`` sends a request to that process and
+    returns its answer as data. Its failures are :class:`Stopped` and :class:`RemoteError`.
+    """
+
+    __slots__ = ()
+
+
+class Stopped(Exception):
+    """The submission's process was stopped, or broke the channel: the request failed, and says why."""
+
+
+class RemoteError(Exception):
+    """The submission's code raised: ``kind`` is its exception's name, the message its first line."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}" if message else kind)
+        self.kind, self.message = kind, message
+
+
+def _remote(answer: Any) -> bool:
+    """Whether ``answer`` lives in a submission's process (a :class:`RemoteAnswer`), not in this one."""
+    return isinstance(answer, RemoteAnswer)
 
 
 def _remote_call(
     function: Any, args: tuple, kwargs: dict, name: str, seconds: float, request: str = "call", extra: tuple = ()
 ) -> Any:
     """A request to the submission's process, under a limit kept from outside; failures as Wrong."""
-    from transformer_lib.coursework import sandbox
-
     if not function._callable and request == "call":
         raise Wrong(f"{name} should be a function, got {function._type}")
     try:
         return function._sandbox.ask(
             (request, function, args, kwargs, *extra), root=function._root, handle=function, seconds=seconds
         )
-    except sandbox.Stopped as stopped:
+    except Stopped as stopped:
         if str(stopped).startswith(("stopped after", "was stopped earlier")):
             raise Wrong(f"{name} {stopped}") from None
         raise Wrong(f"{name} could not be graded: {stopped}") from None
-    except sandbox.RemoteError as error:
+    except RemoteError as error:
         if error.kind == "Wrong":
             raise Wrong(error.message) from None
         if error.kind == "NameError":
@@ -117,7 +135,7 @@ def _remote_call(
 def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **kwargs: Any) -> Any:
     """``function(*args, **kwargs)``, its failure turned into one line naming the call.
 
-    An answer in a submission's process (a :class:`transformer_lib.coursework.sandbox.Remote`) is called
+    An answer in a submission's process (a :class:`RemoteAnswer`) is called
     there, its arguments and its result passing as data, and a call past ``seconds`` kills that
     process from outside.
     """
@@ -327,12 +345,10 @@ _MISSING = object()
 
 @contextmanager
 def _remote_context(owners: RemoteNamespaces, request: str, what: Any) -> Iterator[None]:
-    from transformer_lib.coursework import sandbox
-
     box = owners[0]._sandbox
     try:
         token = box.ask((request, list(owners), what), seconds=CALL_SECONDS)
-    except (sandbox.Stopped, sandbox.RemoteError) as error:
+    except (Stopped, RemoteError) as error:
         raise Wrong(f"the answer could not be graded: {error}") from None
     try:
         yield
@@ -344,11 +360,9 @@ def _remote_context(owners: RemoteNamespaces, request: str, what: Any) -> Iterat
 
 @contextmanager
 def suppress_remote() -> Iterator[None]:
-    from transformer_lib.coursework import sandbox
-
     try:
         yield
-    except (sandbox.Stopped, sandbox.RemoteError):
+    except (Stopped, RemoteError):
         pass
 
 

@@ -1,6 +1,6 @@
 // SentencePiece's byte-pair encoding, in the browser: the same ids as the package's Tokenizer.
 //
-// Reads the tokenizer.json that transformer_lib.web.export writes (pieces, scores, and what the
+// Reads the tokenizer.json that book_tools.web.export writes (pieces, scores, and what the
 // normalizer does beyond NFKC). Three steps, as SentencePiece does them:
 //   1. normalize: SentencePiece replaces, at each position, the longest string its character map
 //      holds; that map is NFKC but for a few hundred entries (export.nfkc_exceptions), so here the

@@ -1,6 +1,6 @@
 """What exporting a translator to ONNX costs: file size and BLEU for each precision.
 
-    python -m transformer_lib.benchmarks.onnx_precision [--models CKPT ...] [--precisions fp32 fp16 int8]
+    python -m book_tools.benchmarks.onnx_precision [--models CKPT ...] [--precisions fp32 fp16 int8]
         [--split test_2016_flickr] [--limit N] [--json results/translator/onnx_precision.json]
 
 For each checkpoint (by default lesson 11's two translators): greedy decoding in PyTorch, then the
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from book_tools.web.export import OnnxTranslator, export_onnx
 from transformer_lib.benchmarks import provenance, shipped_translator, write_record
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import DecodeConfig
@@ -25,7 +26,6 @@ from transformer_lib.files import sha256_of
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment
-from transformer_lib.web.export import OnnxTranslator, export_onnx
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,7 +5,7 @@ Gradescope unpacks the autograder zip into ``/autograder/source`` and the studen
 ``/autograder/results/results.json``. Otter's own run script executes the notebook and then the
 tests in one Python, as root: the notebook could rewrite the tests or the results. ``assign``
 replaces that script with :data:`RUN_SCRIPT`, which calls :func:`main`: the submission is graded as
-``python -m transformer_lib grade`` grades it (:func:`transformer_lib.coursework.grading.grade_one`),
+``python -m book_tools grade`` grades it (:func:`book_tools.coursework.grading.grade_one`),
 its code as a user of its own in a sandbox, the tests in a process apart, and only the grader's
 process writes the results.
 
@@ -24,14 +24,14 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from transformer_lib.coursework import grading
+from book_tools.coursework import grading
 from transformer_lib.files import write_text
 
 ROOT_VARIABLE = "AUTOGRADER_ROOT"  # where Gradescope's folders are: /autograder there, a test's folder here
 
 RUN_SCRIPT = '''"""Grade the submission with transformer_lib's sandboxed grader (not Otter's in-process run)."""
 
-from transformer_lib.coursework.gradescope import main
+from book_tools.coursework.gradescope import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

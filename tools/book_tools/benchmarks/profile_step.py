@@ -1,6 +1,6 @@
 """Where the time of one training step goes: ``torch.profiler`` over a few steps of the Trainer.
 
-    python -m transformer_lib.benchmarks.profile_step --preset small --variants fp32 bf16 [bf16+compile]
+    python -m book_tools.benchmarks.profile_step --preset small --variants fp32 bf16 [bf16+compile]
 
 Prints, per variant, the operators with the most self time on the CPU and on the device: the
 first thing to read before changing anything for speed (``experiments/NOTES.md`` keeps the profiles).
@@ -13,7 +13,7 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from transformer_lib.benchmarks.training_speed import make_batches
+from book_tools.benchmarks.training_speed import make_batches
 from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.training import TrainConfig, Trainer
 

@@ -21,8 +21,8 @@ import ast
 import dataclasses
 from typing import Any
 
+from book_tools.coursework.grading import plugin_base
 from transformer_lib.coursework.checks import BY_HAND
-from transformer_lib.coursework.grading import plugin_base
 
 WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "otter", "sacrebleu", "pickle")
 ALLOWED = ("torch.backends", "torch._dynamo.config", "torch._inductor.config")  # switches a learner may set

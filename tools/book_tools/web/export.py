@@ -19,7 +19,7 @@
 session starts: half the bytes, float arithmetic (the sinusoidal table stays float32). ``"int8"``
 quantizes the matrix products dynamically (``onnxruntime.quantization``). Either can change
 translations; lesson 11's models were stored in half precision already, so for them ``fp16``
-changes nothing (``transformer_lib.benchmarks.onnx_precision`` measures both).
+changes nothing (``book_tools.benchmarks.onnx_precision`` measures both).
 :class:`OnnxTranslator` decodes with exported files in Python, through the package's own
 generation loop (:func:`transformer_lib.decoding.extend`).
 """

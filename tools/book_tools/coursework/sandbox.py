@@ -1,7 +1,7 @@
 """Where a submission's code runs while it is graded: a process of its own, apart from the tests.
 
 Two parts: a :class:`WorkerProcess` owns the process's life, and :class:`Sandbox` the grader's
-conversation with the code in it. The process runs :mod:`transformer_lib.coursework.worker` in a
+conversation with the code in it. The process runs :mod:`book_tools.coursework.worker` in a
 throwaway folder with a scrubbed environment and the kernel's limits (CPU time, file size, memory,
 processes). Where the grader runs as root (a
 container, Gradescope) the process is also a user of its own, a number no account has, chosen
@@ -9,7 +9,7 @@ afresh for each grading, without network (a namespace with none): it can read ne
 nor the results, nor the copies of the handed-in files the grader scores, all in a folder only
 root reads, and it can write only in its own. Where the grader cannot switch users (an
 instructor's own account), the process is the grader's user, which the operating system cannot
-keep from the grader's files: the audit hook of :mod:`transformer_lib.coursework.worker` refuses them instead, which a
+keep from the grader's files: the audit hook of :mod:`book_tools.coursework.worker` refuses them instead, which a
 determined submission can get round (the instructors' page says so). Everything the tests compare
 is computed here, in the grader's process, on data the submission's process sent back.
 
@@ -41,7 +41,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transformer_lib.coursework import channel
+import book_tools
+import transformer_lib
+from book_tools.coursework import channel
+from transformer_lib.coursework.checks import RemoteError, Stopped  # the checks turn them into Wrong
 
 CELL_SECONDS = 60  # any one cell of a submission
 START_SECONDS = 120  # a new process, to import PyTorch and be ready
@@ -52,25 +55,16 @@ MEMORY_BYTES = 16 * 2**30  # address space (PyTorch reserves far more than it us
 PROCESSES = 512  # processes and threads of its user, where it has one
 SHARED_TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
 WORKER = Path(__file__).with_name("worker.py")
-PACKAGE_PARENT = Path(__file__).resolve().parents[2]
+# Where the worker finds the library and the tools, installed or in a checkout (it runs with -I).
+IMPORT_PATHS = os.pathsep.join(
+    str(Path(package.__file__).resolve().parents[1]) for package in (transformer_lib, book_tools)
+)
 MODE = "TRANSFORMER_LIB_SANDBOX"  # "process": never switch users (tests of that path; a machine that forbids it)
 _KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-class Stopped(Exception):
-    """The submission's process was stopped, or broke the channel: the request failed, and says why."""
-
-
 class OutOfTime(BaseException):  # not an Exception: a test's ``except Exception`` must not swallow it
     """The grading as a whole ran past its time: what is left is not graded."""
-
-
-class RemoteError(Exception):
-    """The submission's code raised: ``kind`` is its exception's name, the message its first line."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(f"{kind}: {message}" if message else kind)
-        self.kind, self.message = kind, message
 
 
 class Remote(channel.Handle):
@@ -136,7 +130,7 @@ def _launch(uid: int, cut_network: bool, read_fd: int, write_fd: int, **popen: A
             str(write_fd),
             str(uid),
             "0" if cut_network else "1",
-            str(PACKAGE_PARENT),
+            IMPORT_PATHS,
         ],
         start_new_session=True,
         close_fds=True,
@@ -287,7 +281,7 @@ class WorkerProcess:
     """One grading's worker process (one at a time), and everything it may leave behind.
 
     It owns the grading's folders (named by its mark) and the processes of its user or mark: it
-    spawns :mod:`transformer_lib.coursework.worker` in a fresh copy of its folder with the kernel's
+    spawns :mod:`book_tools.coursework.worker` in a fresh copy of its folder with the kernel's
     limits, reads and throws away what the process prints, stops it when it writes more than its
     share of the disk, kills it with everything it started, and at the end removes what it left in
     the shared temporary folders. What it finds it says through ``note``. What is asked of the
@@ -362,7 +356,7 @@ class WorkerProcess:
         self.send(pickle.dumps(config))
 
     def send(self, data: bytes) -> None:
-        """One frame to the process (:class:`transformer_lib.coursework.channel.Closed` if it is gone)."""
+        """One frame to the process (:class:`book_tools.coursework.channel.Closed` if it is gone)."""
         channel.write_frame(self.send_fd, data)
 
     def read(self, deadline: float) -> bytes:

@@ -1,6 +1,6 @@
 """Training throughput of our Transformer against ``torch.nn.Transformer``, for the GPU runs.
 
-    python -m transformer_lib.benchmarks.training_speed [--presets small base] [--steps 30]
+    python -m book_tools.benchmarks.training_speed [--presets small base] [--steps 30]
         [--max-tokens 8192 32768] [--variants fp32 bf16 bf16+compile ...] [--peak-tflops 989]
         [--repeat-batches N] [--json results/speed.json]
 

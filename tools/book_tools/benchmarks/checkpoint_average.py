@@ -1,6 +1,6 @@
 """How many checkpoints to average: one run's last N kept checkpoints, each mean scored on val.
 
-    python -m transformer_lib.benchmarks.checkpoint_average runs/cpu_average10/de_en-average10 [--limit N]
+    python -m book_tools.benchmarks.checkpoint_average runs/cpu_average10/de_en-average10 [--limit N]
         [--json results/multi30k/cpu/average/de_en.json]
 
 The recipe translates with the mean of its last 4 checkpoints (saved every 100 updates). A run

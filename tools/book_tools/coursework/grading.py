@@ -7,11 +7,11 @@ autograder zip (the one Gradescope takes). This module adds what a course needs 
 * :func:`grade`: every submission graded with the zip's tests, into a CSV of points per question
   and student. Unlike Otter's ``otter run``, which runs the tests in the submission's own Python,
   each submission's code runs in a sandbox apart from the tests
-  (:mod:`transformer_lib.coursework.grader`, :mod:`transformer_lib.coursework.sandbox`), and a row
+  (:mod:`book_tools.coursework.grader`, :mod:`book_tools.coursework.sandbox`), and a row
   says what it tried that grading refused. A submission that cannot be graded gets zero with the
   reason, and the next one is graded;
 * :func:`finish_zip`: the zip's Gradescope run script replaced by one that grades as ``grade`` does
-  (:mod:`transformer_lib.coursework.gradescope`);
+  (:mod:`book_tools.coursework.gradescope`);
 * :class:`CellTimeLimit`: an Otter plugin that stops any cell of a submission after a number of
   seconds, for Otter's own ``otter run``: ``grade`` keeps its limits from outside the submission's
   process instead.
@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+import transformer_lib
 from transformer_lib.errors import InvalidValue, MissingFile
 
 CELL_SECONDS = 60  # any one cell of a submission, when graded
@@ -134,7 +135,8 @@ def _is_master_folder(folder: Path) -> bool:
 
 RELEASE_FORM = re.compile(r"v\d+\.\d+\.\d+")  # a release tag of the package: vX.Y.Z
 RELEASE_LINE = 'RELEASE = "main"'  # in each master's first cell: the package it installs where it is missing
-PACKAGE = Path(__file__).resolve().parents[1]  # transformer_lib/, whose code a release must match
+# transformer_lib/ and tools/, whose code a release must match (the autograder installs both)
+PACKAGES = (Path(transformer_lib.__file__).resolve().parent, Path(__file__).resolve().parents[2])
 
 
 def _release_tag(release: str) -> None:
@@ -159,24 +161,27 @@ def pinned(folder: str | os.PathLike, release: str, scratch: Path) -> Path:
     requirements = copy / "requirements.txt"
     if requirements.exists():
         text = requirements.read_text(encoding="utf-8")
-        text = re.sub(r"((?:transformer-book|transformer_lib) @ git\+\S+)@main\b", rf"\1@{release}", text)
+        text = re.sub(r"((?:transformer-book(?:-tools)?|transformer_lib) @ git\+\S+)@main\b", rf"\1@{release}", text)
         requirements.write_text(text, encoding="utf-8")
     return copy
 
 
-def check_release(release: str, package: Path | None = None) -> None:
+def check_release(release: str, packages: tuple[Path, ...] = PACKAGES) -> None:
     """Refuse to pin ``release`` unless this checkout's package is that release's.
 
     The masters are tested against the package beside them: built from a newer checkout, they may use
     what ``release`` lacks (a plugin, a helper), and every submission would then fail to grade all
-    term. ``git diff`` of the package (``package``, by default this one's folder) against the tag
-    tells; without the tag it cannot.
+    term. ``git diff`` of the library and the tools (``packages``) against the tag tells; without
+    the tag it cannot.
     """
     _release_tag(release)
     try:
-        differs = subprocess.run(
-            ["git", "-C", str(package or PACKAGE), "diff", "--quiet", release, "--", "."], capture_output=True
-        ).returncode
+        differs = max(
+            subprocess.run(
+                ["git", "-C", str(package), "diff", "--quiet", release, "--", "."], capture_output=True
+            ).returncode
+            for package in packages
+        )
     except OSError:  # no git
         differs = 128
     if differs == 1:
@@ -244,9 +249,9 @@ def _assign(command: list[str], master: Path, out: Path, run_tests: bool) -> Pat
 
 def finish_zip(otter_zip: Path, autograder: Path, master: Path) -> None:
     """Otter's zip with Gradescope's run script replaced by the sandboxed grader's
-    (:data:`transformer_lib.coursework.gradescope.RUN_SCRIPT`), and the questions graded by hand added
+    (:data:`book_tools.coursework.gradescope.RUN_SCRIPT`), and the questions graded by hand added
     for ``grade``'s rows."""
-    from transformer_lib.coursework.gradescope import RUN_SCRIPT
+    from book_tools.coursework.gradescope import RUN_SCRIPT
 
     with zipfile.ZipFile(otter_zip) as source, zipfile.ZipFile(autograder, "w", zipfile.ZIP_DEFLATED) as archive:
         if "run_otter.py" not in source.namelist():
@@ -311,8 +316,8 @@ def grade_one(
 ) -> list[Score]:
     """One submission: its code in a sandbox, its tests in a process of the grader's.
 
-    The sandbox is :mod:`transformer_lib.coursework.sandbox`, the grader
-    :mod:`transformer_lib.coursework.grader`; what comes back is every question's points, or
+    The sandbox is :mod:`book_tools.coursework.sandbox`, the grader
+    :mod:`book_tools.coursework.grader`; what comes back is every question's points, or
     zero and why, and a row for what was refused.
 
     The grader's process forks from a server that imported PyTorch once, where there is fork (a new
@@ -320,7 +325,7 @@ def grade_one(
     every folder of the grading removed when it ends. ``guarded``: more folders the submission may not
     touch (Gradescope's, say).
     """
-    from transformer_lib.coursework import sandbox
+    from book_tools.coursework import sandbox
 
     isolation = sandbox.isolation()  # tried once per process
     mark = sandbox.new_mark()
@@ -374,7 +379,7 @@ def _grading_context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["transformer_lib.coursework.grader"])  # read once, at its start
+    context.set_forkserver_preload(["book_tools.coursework.grader"])  # read once, at its start
     return context
 
 
@@ -382,7 +387,7 @@ def _grade_in_process(
     autograder: str, submission: str, seconds: int, isolation: Any, guarded: list[str], mark: str, uid: int, out: str
 ) -> None:
     """The grader's process: the tests here, the submission's code in its sandbox; results.json into ``out``."""
-    from transformer_lib.coursework import grader
+    from book_tools.coursework import grader
 
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the tests print nothing anyone reads
     try:
@@ -447,7 +452,7 @@ def grade(
     """Grade every submission with the autograder zip; write the scores as CSV when ``csv_path`` is given."""
     autograder = Path(autograder)
     if autograder.suffix != ".zip" or not autograder.is_file():
-        raise MissingFile(f"no autograder zip {autograder}: build it with python -m transformer_lib assign")
+        raise MissingFile(f"no autograder zip {autograder}: build it with python -m book_tools assign")
     if not zipfile.is_zipfile(autograder) or "otter_config.json" not in zipfile.ZipFile(autograder).namelist():
         raise InvalidValue(f"{autograder} is not an autograder zip: give the autograder.zip that assign wrote")
     if seconds < 1:

@@ -6,7 +6,7 @@ can do it no harm. The submission's process answers with data only: ``None``, nu
 bytes, tensors, and lists, tuples and dicts of them, written with ``torch.save`` and read back
 with ``torch.load(weights_only=True)``, which builds nothing else. Anything else the submission
 returns (a module, a bound method, a generator) stays in its process and comes back as a
-*handle*, a small dict the grader turns into a :class:`transformer_lib.coursework.sandbox.Remote`; the
+*handle*, a small dict the grader turns into a :class:`book_tools.coursework.sandbox.Remote`; the
 grader's own functions given as arguments (a model given as a function, say) go the other way as handles too, and the
 submission's process calls back for them.
 
@@ -26,6 +26,8 @@ import time
 import types
 from functools import partial
 from typing import Any, BinaryIO
+
+from transformer_lib.coursework.checks import RemoteAnswer
 
 MAX_FRAME = 256 * 2**20  # bytes: far above any answer's tensors, far below a grading machine's memory
 HANDLE = "\x00handle"  # the key of a handle's dict: {HANDLE: id, "type": name, "callable": bool}
@@ -86,10 +88,11 @@ def is_callback(value: Any) -> bool:
     return found is not value
 
 
-class Handle:
+class Handle(RemoteAnswer):
     """What stands, in the grader, for an object of the submission's process.
 
-    The grader's handles are :class:`transformer_lib.coursework.sandbox.Remote`.
+    The grader's handles are :class:`book_tools.coursework.sandbox.Remote`; the checks know them as
+    :class:`transformer_lib.coursework.checks.RemoteAnswer`.
     """
 
     __slots__ = ()

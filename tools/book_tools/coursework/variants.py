@@ -192,7 +192,7 @@ def replaced(solution: str, spec: str | list) -> str:
     return solution
 
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository: the records a file variant starts from
+ROOT = Path(__file__).resolve().parents[3]  # the repository: the records a file variant starts from
 CAPSTONE_TRANSLATIONS = "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt"  # lesson 11's CPU run
 HANDED_IN = "translations.de-en.txt"  # the file the capstone's solution names and its export cell zips
 _FILE_CHANGES = {

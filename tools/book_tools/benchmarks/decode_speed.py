@@ -1,6 +1,6 @@
 """How long a trained translator takes to translate a whole test set.
 
-    python -m transformer_lib.benchmarks.decode_speed [--model translators/de_en.model_fp16.pt]
+    python -m book_tools.benchmarks.decode_speed [--model translators/de_en.model_fp16.pt]
         [--split test_2016_flickr] [--beam-sizes 1 5] [--batch-size 128] [--repeats 3] [--json FILE]
 
 Translates every sentence of ``--split`` (1,000 for test_2016_flickr) with the model of a run

@@ -1,10 +1,10 @@
 """The submission's process: it runs the notebook's cells, then answers the grader's requests.
 
-Started by a :class:`transformer_lib.coursework.sandbox.WorkerProcess` for a
-:class:`transformer_lib.coursework.sandbox.Sandbox` (as a user of its own where the grader runs as
+Started by a :class:`book_tools.coursework.sandbox.WorkerProcess` for a
+:class:`book_tools.coursework.sandbox.Sandbox` (as a user of its own where the grader runs as
 root, in a throwaway folder, with a scrubbed environment), it never sees the tests, the results or
 the handed-in originals: it gets the notebook's cells, then requests over the channel (call this
-function with these arguments), and answers with data (:mod:`transformer_lib.coursework.channel`).
+function with these arguments), and answers with data (:mod:`book_tools.coursework.channel`).
 Before any cell runs it limits itself (CPU time, file size, memory, processes) and installs an audit
 hook that refuses, and notes, what grading never needs: writing outside its folder, reading the
 grading's files, opening a connection, starting a process, loading code through ``ctypes``. The hook
@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any
 
-channel: Any = None  # transformer_lib.coursework.channel, imported once the process is the sandbox's user
+channel: Any = None  # book_tools.coursework.channel, imported once the process is the sandbox's user
 
 NOTES: list[str] = []  # what the audit hook refused, sent with every answer
 _WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "sacrebleu")
@@ -316,12 +316,13 @@ def drop(uid: int, network: bool) -> None:
 
 
 def main() -> None:
-    """``python -I worker.py READ_FD WRITE_FD UID NETWORK PACKAGE_PARENT`` (UID -1: stay who it is)."""
+    """``python -I worker.py READ_FD WRITE_FD UID NETWORK IMPORT_PATHS`` (UID -1: stay who it is; the paths
+    where the library and the tools are, joined by os.pathsep)."""
     global channel
-    read_fd, write_fd, uid, network, parent = sys.argv[1:6]
+    read_fd, write_fd, uid, network, paths = sys.argv[1:6]
     drop(int(uid), network == "1")
-    sys.path.append(parent)
-    from transformer_lib.coursework import channel as _channel
+    sys.path.extend(paths.split(os.pathsep))
+    from book_tools.coursework import channel as _channel
 
     channel = _channel
     read_fd, write_fd = int(read_fd), int(write_fd)

@@ -1,10 +1,10 @@
 """How sure the translator page's models are, inside their domain and outside it.
 
-    python -m transformer_lib.benchmarks.confidence [--json results/translator/confidence.json]
+    python -m book_tools.benchmarks.confidence [--json results/translator/confidence.json]
 
 Lesson 11's translators learned from Multi30k: descriptions of photos. For each direction this
 decodes, greedily and one sentence at a time as the page does (the exported ONNX files,
-:meth:`~transformer_lib.web.export.OnnxTranslator.translate_one`), every sentence of
+:meth:`~book_tools.web.export.OnnxTranslator.translate_one`), every sentence of
 test_2016_flickr and a handful of everyday sentences outside that domain (``OUTSIDE``, written for
 this), and records each one's confidence: the mean probability of the tokens the model chose.
 
@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from book_tools.web.export import OnnxTranslator, cached_export
 from transformer_lib.benchmarks import Report, provenance, shipped_translator
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
 from transformer_lib.utils import environment
-from transformer_lib.web.export import OnnxTranslator, cached_export
 
 PERCENTILE = 5  # the warning fires on this share of the test set's sentences, by construction
 EXAMPLES = (4, 6, 12)  # lines of test_2016_flickr that the page offers to start from (none is in train)

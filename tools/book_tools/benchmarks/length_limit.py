@@ -1,6 +1,6 @@
 """How long may a translation run? The output length limit against BLEU on the three test sets.
 
-    python -m transformer_lib.benchmarks.length_limit [--json results/translator/length_limit.json]
+    python -m book_tools.benchmarks.length_limit [--json results/translator/length_limit.json]
 
 Decoding stops a sentence at ``<eos>`` or at its length limit, ``source length + max_extra``
 tokens (:func:`~transformer_lib.decoding.length_limits`; the paper's section 6.1 uses + 50). A

@@ -5,9 +5,9 @@ rewrite the tests, hook the results or patch what they compare with. Here the te
 submission's process. :func:`grade_submission` reads everything it needs first: the tests (Otter's
 files in the autograder zip, or the folder it was unpacked into on Gradescope), the notebook and the
 files handed in beside it, each copied into memory and hashed before anything runs. The notebook's
-cells then run in a :class:`transformer_lib.coursework.sandbox.Sandbox`; each test runs here, in the
+cells then run in a :class:`book_tools.coursework.sandbox.Sandbox`; each test runs here, in the
 grader's process, and is handed the notebook's names as data or as
-:class:`transformer_lib.coursework.sandbox.Remote` handles, so that every comparison is made with
+:class:`book_tools.coursework.sandbox.Remote` handles, so that every comparison is made with
 the grader's own, untouched libraries. The files the tests score are the grader's copies, in a
 folder the submission cannot reach.
 
@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transformer_lib.coursework import checks, guard, sandbox
+from book_tools.coursework import guard, sandbox
+from transformer_lib.coursework import checks
 
 MAX_UNPACKED = 200 * 2**20  # a zip handed in may hold this much in all (a notebook and a translations file)
 

@@ -1,6 +1,6 @@
 """How fast the "Look inside the translator" page answers, in headless Chromium on this machine.
 
-    python -m transformer_lib.benchmarks.page_speed [--out results/translator/inside_speed.txt] [--repeat 3]
+    python -m book_tools.benchmarks.page_speed [--out results/translator/inside_speed.txt] [--repeat 3]
 
 Needs the built site (``jupyter-book build .``, in a checkout of the book, or ``--site``), Chromium
 on PATH and Playwright (``pip install -r requirements.txt``), as the browser tests do. The page
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import torch
 
+from book_tools.web.serve import serve
 from transformer_lib.utils import environment
-from transformer_lib.web.serve import serve
 
-SITE = Path(__file__).resolve().parents[2] / "_build" / "html"  # the built book, in a checkout
+SITE = Path(__file__).resolve().parents[3] / "_build" / "html"  # the built book, in a checkout
 VIEWPORT = {"width": 1280, "height": 900}  # a laptop's screen, as the browser tests see the site
 
 SENTENCES = {

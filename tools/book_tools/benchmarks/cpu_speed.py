@@ -1,6 +1,6 @@
 """Updates per second of lesson 11's CPU recipe, and where a step's time goes.
 
-    python -m transformer_lib.benchmarks.cpu_speed [--config multi30k_de_en_cpu] [--steps 45]
+    python -m book_tools.benchmarks.cpu_speed [--config multi30k_de_en_cpu] [--steps 45]
         [--json results/multi30k/cpu/speed/de_en.json]
 
 The recipe's model and token batches (its config, as ``train`` builds them) and the
