@@ -7,7 +7,7 @@ page offers the same ones) with the checkpoints that ``translator_models`` in ``
 names, decoding greedily as the translator page does. Writes the record
 ``results/translator/intro_translations.json`` and the page's snippet
 ``results/translator/intro_translations.md`` (``book/intro.md`` includes it).
-tests/test_intro.py translates the same sentences again and compares, so no translation on the
+tests/site/test_intro.py translates the same sentences again and compares, so no translation on the
 page can be typed by hand.
 """
 

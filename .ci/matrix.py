@@ -11,7 +11,7 @@ with its extras at the ranges ``pyproject.toml`` declares (not requirements.txt'
 the book's own environment on Python 3.11) and the test tools, and runs ``tests/`` (and, where
 marked, every lesson under nbval, whose asserted claims must hold on the newest PyTorch too).
 ``results/matrix.json`` keeps, per entry, the versions, the commit, the date, the machine and what
-passed; ``pyproject.toml``'s bounds are the oldest entry that passed (tests/test_versions.py checks
+passed; ``pyproject.toml``'s bounds are the oldest entry that passed (tests/library/test_versions.py checks
 that). Set ``MULTI30K_DIR`` as for the tests.
 
 The matrix asks pip for exact PyTorch releases, so pip runs without this machine's configuration

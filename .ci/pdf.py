@@ -12,7 +12,7 @@ by Playwright so that the print waits until MathJax has typeset every formula.
 
 ``--check`` opens a PDF with pypdf and fails unless it holds every lesson's title and at least one
 figure (a raster image, or a figure of the PDF's structure tree: the diagrams are vector drawings)
-between each lesson's title and the next one's; tests/test_pdf.py runs it on the
+between each lesson's title and the next one's; tests/site/test_pdf.py runs it on the
 PDF this script built, where there is one.
 """
 

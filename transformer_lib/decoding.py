@@ -226,7 +226,7 @@ def beam_search(
 
     Its twin in JavaScript, ``beamSearch`` in ``book/_static/translator/inside.js``, runs the same
     search for one sentence on the "Look inside the translator" page: a change to the rules here
-    must be made there too (``tests/test_translator_page.py`` holds the two to the same beams).
+    must be made there too (``tests/site/test_translator_page.py`` holds the two to the same beams).
     """
     if beam_size < 1:
         raise InvalidValue(f"beam_size must be at least 1, got {beam_size}")

@@ -4,7 +4,7 @@ An older PyTorch would fail deep inside a lesson: SDPA's ``enable_gqa``, which g
 attention uses, arrived in 2.5, and 2.5's ONNX exporter writes an invalid graph of the translator
 where 2.6's writes a correct one. The check says in one line which version is needed instead.
 The bounds are those of the oldest entry of ``.ci/matrix.py`` that passed (``results/matrix.json``),
-and ``pyproject.toml`` declares the same (``tests/test_versions.py`` checks that the three agree).
+and ``pyproject.toml`` declares the same (``tests/library/test_versions.py`` checks that the three agree).
 
 Importing this module runs both checks; the package imports it before anything else, so it
 must parse on old Pythons.

@@ -32,7 +32,7 @@
   Nor a font it does not use: the theme's Font Awesome webfonts (270 KB on every page, for about
   twenty icons) are cut down at the end of the build to the icons the site's pages and scripts
   name, and served beside the theme's, which a browser fetches only for an icon the cut-down fonts
-  lack (``unicode-range``). ``tests/test_page_weight.py`` checks all three in a browser.
+  lack (``unicode-range``). ``tests/site/test_page_weight.py`` checks all three in a browser.
 """
 
 from __future__ import annotations

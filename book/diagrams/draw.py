@@ -3,7 +3,7 @@
 Why a script rather than hand-written SVG files: the thirteen diagrams share one palette, one font
 stack, one arrow and one box, so a change of style is made once and reaches every figure; the
 numbers a figure shows (padding counts, beam scores, positional-encoding stripes) are computed, not
-typed. ``tests/test_figures.py`` checks that running this script reproduces the committed files.
+typed. ``tests/lessons/test_figures.py`` checks that running this script reproduces the committed files.
 
 Style, the same in every figure:
 
@@ -16,7 +16,7 @@ Style, the same in every figure:
   ``viewBox``, a width and a height.
 * Data flows from the bottom up in the model's diagrams, as in the paper's figures.
 * Every text is at least 12 units high and has a contrast of at least 4.5:1 with what is behind it
-  (``tests/test_figures.py`` checks both: 12 units stay above 9 pixels in the page's column).
+  (``tests/lessons/test_figures.py`` checks both: 12 units stay above 9 pixels in the page's column).
 
 What a diagram says about the package comes from the package: the special tokens' ids and names
 and the class names it labels are imported from ``transformer_lib``, so a renamed class or a moved

@@ -29,7 +29,7 @@ for causal attention, ``is_causal=True``, instead of passing the causal-and-padd
 it may take the flash kernel; ours only), ``+buckets`` (lengths padded up to a multiple of 8: a few batch
 shapes instead of hundreds; tokens/s counts real target tokens only, so the extra padding costs the
 variant what it costs in training). Each modifier computes the same losses as the plain step
-(``tests/test_benchmarks.py`` checks them on a CPU). On a CPU the bf16, fp16, compile and graphs
+(``tests/tools/test_benchmarks.py`` checks them on a CPU). On a CPU the bf16, fp16, compile and graphs
 variants are skipped; use the CPU only to check that the script runs. ``--repeat-batches N`` cycles
 the timed steps over the first N batches: the steady state of a variant whose first step of a shape
 costs more (CUDA graphs record each shape once). ``--json`` also writes the table, one row per

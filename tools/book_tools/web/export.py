@@ -225,7 +225,7 @@ def nfkc_exceptions(table: dict[str, str]) -> dict[str, str]:
     ``String.prototype.normalize("NFKC")``: the entries kept are those whose replacement differs
     from NFKC (control characters dropped, whitespace made a space, characters newer than the
     map's Unicode left alone), and every character NFKC changes but the map leaves as it is (mapped
-    to itself). tests/test_translator_page.py checks the result against SentencePiece in a browser,
+    to itself). tests/site/test_translator_page.py checks the result against SentencePiece in a browser,
     whose Unicode may be newer than this Python's.
     """
     import unicodedata

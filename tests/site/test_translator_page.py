@@ -4,7 +4,7 @@ The browser's tokenizer gives SentencePiece's ids for every sentence of test_201
 languages (and SentencePiece's text for any ids); the page translates five sentences in each
 direction exactly as the package's greedy decoding of the same ONNX files does in Python, with a
 heatmap row per output token; no request leaves the machine. It also prints how long a 15-word
-sentence takes. Needs the built site and Chromium, like tests/test_browser.py.
+sentence takes. Needs the built site and Chromium, like tests/site/test_browser.py.
 """
 
 import json
@@ -356,7 +356,7 @@ def test_examples_confidence_and_a_sentence_that_did_not_finish(site, mirror):
 
 # -- Look inside the translator (book/inside.md) ------------------------------------------------
 INSIDE = "book/inside.html"
-DE_EN_CHECKPOINT = Path(__file__).parent.parent / "translators/de_en.model_fp16.pt"  # what the site exports
+DE_EN_CHECKPOINT = Path(__file__).parents[2] / "translators/de_en.model_fp16.pt"  # what the site exports
 INSIDE_SENTENCE = "Ein Mann mit einer Sonnenbrille fährt auf einem Roller."
 # Drives the page as a reader would (set a box, press a button) and waits until it has redrawn.
 INSIDE_DRIVER = (
@@ -478,7 +478,7 @@ def test_the_inside_page_steps_as_the_package_decodes(inside_site):
           encoder: view("encoder", "0", "3"),
         }};""",
     )
-    model, tokenizer, _ = load_model(Path(__file__).parent.parent / "translators/de_en.model_fp16.pt", "cpu")
+    model, tokenizer, _ = load_model(Path(__file__).parents[2] / "translators/de_en.model_fp16.pt", "cpu")
     model = model.float()
     keep_attention_weights(model)
     src = torch.tensor([tokenizer.encode(INSIDE_SENTENCE, eos=True)])

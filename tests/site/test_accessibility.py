@@ -1,7 +1,7 @@
 """The built website against axe-core, the accessibility checker browsers' developer tools use:
 each kind of page, in each theme a reader can choose, has no violation a reader would meet.
 
-Needs the built site and Chromium, like tests/test_browser.py; and axe-core, which PyPI's
+Needs the built site and Chromium, like tests/site/test_browser.py; and axe-core, which PyPI's
 axe-playwright-python bundles (requirements.txt). Without any of them the tests skip and say why.
 """
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from transformer_lib.model import PRESETS
 from transformer_lib.training import TrainConfig
 
-BOOK = Path(__file__).resolve().parent.parent / "book"
+BOOK = Path(__file__).resolve().parents[2] / "book"
 
 
 def test_the_quick_reference_sizes_are_the_packages_presets():
@@ -24,7 +24,7 @@ def test_the_quick_reference_sizes_are_the_packages_presets():
 
 
 def test_the_api_reference_documents_every_module():
-    package = Path(__file__).parent.parent / "transformer_lib"
+    package = Path(__file__).parents[2] / "transformer_lib"
     modules = set()
     for path in package.rglob("*.py"):
         parts = path.relative_to(package).with_suffix("").parts

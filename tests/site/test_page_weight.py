@@ -8,7 +8,7 @@ webfonts draw the icons, cut down to the icons the site uses) and only a page wi
 loads MathJax.
 
 With ``PAGE_WEIGHT_RECORD=1`` the test also writes the table to ``RECORD``, with the machine and the
-date, which the how-to-run page shows. Needs the built site and Chromium, like tests/test_browser.py.
+date, which the how-to-run page shows. Needs the built site and Chromium, like tests/site/test_browser.py.
 """
 
 import os
@@ -139,7 +139,7 @@ def table(visits: dict, browser_version: str) -> str:
         "The first visit of each page of the site: the bytes it downloads, each page in a new, empty browser",
         "profile, until the network is quiet (text and WebAssembly gzipped as GitHub Pages sends them).",
         f"Chromium {browser_version}, headless; {machine()}; commit {commit()}, "
-        f"{datetime.now(timezone.utc):%Y-%m-%d}; tests/test_page_weight.py",
+        f"{datetime.now(timezone.utc):%Y-%m-%d}; tests/site/test_page_weight.py",
         "",
         "KB: 1,000 bytes as sent; scripts, fonts, images, wasm (ONNX Runtime) and models are parts of the total.",
         "",

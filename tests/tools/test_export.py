@@ -30,7 +30,7 @@ from transformer_lib.translation import load_model, translate_sentences
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
-DE_EN = Path(__file__).parent.parent / "translators" / "de_en.model_fp16.pt"
+DE_EN = Path(__file__).parents[2] / "translators" / "de_en.model_fp16.pt"
 LOGIT_TOLERANCE = 1e-4  # logits are of size ~10; float32 sums in another order differ by ~1e-6
 WEIGHT_TOLERANCE = 1e-5  # attention weights, in [0, 1]
 
@@ -119,7 +119,7 @@ def test_half_precision_files_hold_weights_in_fp16_and_fit_in_10_mb(exported):
 
 def test_the_browsers_normalization_is_nfkc_and_the_maps_exceptions(exported):
     """The browser's tokenizer gets what SentencePiece's character map does beyond NFKC: a few hundred
-    entries of its 225,000 (tests/test_translator_page.py checks the result in a browser)."""
+    entries of its 225,000 (tests/site/test_translator_page.py checks the result in a browser)."""
     import unicodedata
 
     folder = cached_export(DE_EN, "fp16")

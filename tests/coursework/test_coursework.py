@@ -42,7 +42,7 @@ from transformer_lib.coursework.checks import (
 from transformer_lib.data import load_multi30k
 from transformer_lib.errors import InvalidValue
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MASTERS = grading.masters(ROOT / "assignments")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ci_script
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 from transformer_lib.errors import MissingFile
 from transformer_lib.records import file_sweep, main, read_bytes, read_text
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "results" / "multi30k"
 
 

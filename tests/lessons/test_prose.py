@@ -1,6 +1,6 @@
 """The lessons read as lessons: plain sentences, a sitting's length, no words of the project's tracker.
 
-Run it as a report too: ``python tests/test_prose.py`` prints each lesson's words, minutes and long
+Run it as a report too: ``python tests/lessons/test_prose.py`` prints each lesson's words, minutes and long
 sentences. Reading time is prose at 220 words a minute plus 10 seconds a code cell. Code, math,
 images and link targets are not words; a sentence ends at ``.``, ``!`` or ``?`` before a capital.
 """
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import TRACKER_NUMBERS
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 LESSONS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 MAX_MINUTES = 25  # one sitting

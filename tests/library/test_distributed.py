@@ -71,7 +71,7 @@ def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation
 def test_torchrun_trains_from_the_command_line(mirror, tmp_path):
     """The README's command, on two CPU processes: one run folder, written by the main process."""
     run_dir = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
         "-m", "transformer_lib", "train", "--config", "smoke", "--run-dir", str(run_dir), "--device", "cpu",

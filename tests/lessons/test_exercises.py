@@ -27,7 +27,7 @@ from transformer_lib.errors import InvalidValue
 from transformer_lib.records import archive_of
 from transformer_lib.training.run_config import load_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 

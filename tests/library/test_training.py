@@ -24,7 +24,7 @@ from transformer_lib.training import (
 )
 from transformer_lib.training.tasks import TranslationTask
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def random_examples(n, seed=0, vocab=20):

@@ -15,7 +15,7 @@ from transformer_lib.cli import main
 from transformer_lib.decoding import DecodeConfig
 from transformer_lib.training.run_config import CONFIG_DIR, load_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 

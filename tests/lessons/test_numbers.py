@@ -7,7 +7,7 @@ a cited fact listed with its source in ``tests/data/cited_facts.yaml``. A ratio 
 "never", "always", "none", "nothing", "no ..." or "every" about a result sits beside an assert of
 that strength, or is listed as a statement about the design, not a result.
 
-Run it as a report too: ``python tests/test_numbers.py`` prints every finding.
+Run it as a report too: ``python tests/lessons/test_numbers.py`` prints every finding.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 import yaml
 from test_prose import sentences  # the same sentences the length check counts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 FACTS = ROOT / "tests" / "data" / "cited_facts.yaml"
 

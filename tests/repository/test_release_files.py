@@ -19,7 +19,7 @@ import yaml
 import transformer_lib
 from conftest import ci_script
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLCHAIN = {"jupyter-book", "nbval", "otter-grader", "pytest", "ruff", "build", "twine", "check-jsonschema"}
 
 
@@ -186,13 +186,13 @@ def test_command2_reads_each_files_seconds_and_the_counts_from_pytests_report():
     report = """
     ============================= slowest durations =============================
     98.62s call     notebooks/09_training.ipynb::Cell 15
-    1.50s setup    tests/test_cli.py::test_train[a b]
+    1.50s setup    tests/library/test_cli.py::test_train[a b]
     0.50s call     notebooks/09_training.ipynb::Cell 3
-    0.01s teardown tests/test_cli.py::test_train[a b]
+    0.01s teardown tests/library/test_cli.py::test_train[a b]
     ============ 1278 passed, 5 skipped, 6 warnings in 791.85s (0:13:11) ============
     """
     seconds = command2.per_file(report)
-    assert list(seconds.items()) == [("notebooks/09_training.ipynb", 99.1), ("tests/test_cli.py", 1.5)]
+    assert list(seconds.items()) == [("notebooks/09_training.ipynb", 99.1), ("tests/library/test_cli.py", 1.5)]
     assert command2.counts(report) == {"passed": 1278, "skipped": 5, "warnings": 6}
     with pytest.raises(SystemExit, match="no summary"):
         command2.counts("collected 0 items")

@@ -15,7 +15,7 @@ import yaml
 import transformer_lib
 from conftest import ci_script
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 
 

@@ -9,7 +9,7 @@
   on Linux, ``spawn`` on macOS and Windows). The sweep and ``torchrun`` start fresh interpreters;
   the grader forks each submission's process from a forkserver it names, where the platform has
   one (Linux, macOS), and starts a fresh interpreter where it has none (Windows). Both ways are
-  tested (tests/test_coursework.py); no code calls ``os.fork``.
+  tested (tests/coursework/test_coursework.py); no code calls ``os.fork``.
 * Signals: Windows has no SIGALRM; the exercises' and assignments' time limits are then skipped
   (the grader of record, Gradescope, runs Linux).
 """
@@ -30,7 +30,7 @@ from transformer_lib.errors import InvalidValue
 from transformer_lib.training import Precision, resolve_precision
 from transformer_lib.utils import DEVICE_ENV, pick_device
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_command_line_speaks_utf8_on_a_cp1252_console(tmp_path):

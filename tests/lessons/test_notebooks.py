@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import nbval.kernel
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
 MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|/private/var/|site-packages|[A-Z]:\\\\)")
 
 
@@ -88,7 +88,7 @@ def test_every_lesson_opens_with_the_same_install_cell_hidden_on_the_site():
     first = {notebook.name: code_cells(notebook)[0] for notebook in NOTEBOOKS}
     sources = {"".join(cell["source"]) for cell in first.values()}
     assert len(sources) == 1, "the lessons' install cells differ: keep them identical"
-    source = sources.pop()  # .ci/install_cell.py writes it; tests/test_install_cell.py runs it
+    source = sources.pop()  # .ci/install_cell.py writes it; tests/lessons/test_install_cell.py runs it
     assert 'packages_distributions().get("transformer_lib"' in source and "transformer-book[book] @ " in source
     assert all(cell["metadata"].get("tags") == ["remove-cell"] and not cell["outputs"] for cell in first.values())
     assert all("setup(seed=0" in "".join(code_cells(n)[1]["source"]) for n in NOTEBOOKS)

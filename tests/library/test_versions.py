@@ -15,7 +15,7 @@ import pytest
 
 from transformer_lib.versions import MIN_PYTHON, MIN_TORCH, release
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 RECORDS = ROOT / "results" / "matrix.json"
 # What .ci/matrix.py writes: checked in CI, not by the matrix's own runs (they are writing it).
 MATRIX = json.loads(RECORDS.read_text(encoding="utf-8")) if RECORDS.exists() else []

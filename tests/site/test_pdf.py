@@ -13,7 +13,7 @@ import pytest
 
 from conftest import load_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PDF = Path(os.environ.get("BOOK_PDF", ROOT / "dist" / "transformer-book.pdf"))
 
 

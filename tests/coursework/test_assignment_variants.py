@@ -14,7 +14,7 @@ import yaml
 from book_tools.coursework import grading, variants
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ANSWERS = yaml.safe_load((ROOT / "assignments/variants.yaml").read_text(encoding="utf-8"))
 MASTERS = {m.parent.name: m for m in grading.masters(ROOT / "assignments")}
 

@@ -9,7 +9,7 @@ from conftest import ci_script
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 intro = ci_script("intro_translations")
 
 ROWS = json.loads(intro.RECORD.read_text(encoding="utf-8"))["rows"]

@@ -17,7 +17,7 @@ from transformer_lib.model import Transformer, TransformerConfig
 from transformer_lib.training import TrainConfig, Trainer
 from transformer_lib.training.run_config import load_config, resolved_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 

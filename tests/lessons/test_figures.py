@@ -18,7 +18,7 @@ from docutils.utils import new_document
 
 from conftest import load_file
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIGURES = ROOT / "book" / "_static" / "figures"
 SVG = "{http://www.w3.org/2000/svg}"
 PLAN = [
