@@ -51,6 +51,11 @@ def ci_script(name: str):
     return load_file(ROOT / ".ci" / f"{name}.py", name)
 
 
+def tool_script(name: str):
+    """``tools/scripts/NAME.py`` (a maintainer's script, not a CI step), imported afresh."""
+    return load_file(ROOT / "tools" / "scripts" / f"{name}.py", name)
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     folder = os.environ.get(LOCAL_DIR_ENV)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import transformer_lib
-from conftest import ci_script
+from conftest import ci_script, tool_script
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLCHAIN = {"jupyter-book", "nbval", "otter-grader", "pytest", "ruff", "build", "twine", "check-jsonschema"}
@@ -144,7 +144,7 @@ def test_the_committed_pytorch_inventory_is_the_one_its_script_writes():
     """book/_inventories/torch.inv resolves the site's links into PyTorch offline; every class under both its names."""
     from sphinx.util.inventory import InventoryFile
 
-    script = ci_script("torch_inventory")
+    script = tool_script("torch_inventory")
     with open(ROOT / "book" / "_inventories" / "torch.inv", "rb") as f:
         inventory = InventoryFile.load(f, script.BASE, lambda base, uri: base + uri)
     names = {name for role in inventory.values() for name in role}
@@ -155,7 +155,7 @@ def test_the_committed_pytorch_inventory_is_the_one_its_script_writes():
 
 
 def test_the_readmes_command_2_time_is_its_record():
-    """The README states command 2's time as .ci/command2.py recorded it on a clean clone."""
+    """The README states command 2's time as tools/scripts/command2.py recorded it on a clean clone."""
     record = json.loads((ROOT / "results" / "commands" / "command2.json").read_text(encoding="utf-8"))
     minutes, seconds = divmod(record["seconds"], 60)
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
@@ -182,7 +182,7 @@ def test_the_how_to_run_page_states_the_commands_timings_as_recorded():
 
 
 def test_command2_reads_each_files_seconds_and_the_counts_from_pytests_report():
-    command2 = ci_script("command2")
+    command2 = tool_script("command2")
     report = """
     ============================= slowest durations =============================
     98.62s call     notebooks/09_training.ipynb::Cell 15

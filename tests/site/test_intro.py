@@ -1,16 +1,16 @@
 """The book's first page (book/intro.md) shows three translations: they are what the site's models
-translate now (.ci/intro_translations.py made them), not text typed by hand."""
+translate now (tools/scripts/intro_translations.py made them), not text typed by hand."""
 
 import json
 import re
 from pathlib import Path
 
-from conftest import ci_script
+from conftest import tool_script
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
 
 ROOT = Path(__file__).parents[2]
-intro = ci_script("intro_translations")
+intro = tool_script("intro_translations")
 
 ROWS = json.loads(intro.RECORD.read_text(encoding="utf-8"))["rows"]
 

@@ -1,7 +1,7 @@
 """Re-run lessons top to bottom and store what they printed, the way the book keeps its outputs.
 
-    python .ci/execute.py notebooks/09_training.ipynb [more notebooks ...]
-    python .ci/execute.py --only-tag solution notebooks/09_training.ipynb   # only self-contained cells
+    python tools/scripts/execute.py notebooks/09_training.ipynb [more notebooks ...]
+    python tools/scripts/execute.py --only-tag solution notebooks/09_training.ipynb   # only self-contained cells
 
 With ``--only-tag``, a fresh kernel runs the lesson's first two code cells (the install cell and
 the set-up) and then only the cells with that tag, and only their outputs are stored: for cells
@@ -56,7 +56,7 @@ def main() -> None:
         only_tag, args = args[1], args[2:]
     paths = [Path(p) for p in args]
     if not paths:
-        sys.exit("usage: python .ci/execute.py [--only-tag TAG] notebooks/NN_name.ipynb [...]")
+        sys.exit("usage: python tools/scripts/execute.py [--only-tag TAG] notebooks/NN_name.ipynb [...]")
     for path in paths:
         if not path.is_file():
             sys.exit(f"no notebook at {path}")

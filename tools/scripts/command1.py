@@ -1,6 +1,6 @@
 """The README's command 1 on a fresh virtual environment of a given Python, timed, as a record.
 
-    python .ci/command1.py 3.10 [--out results/commands/command1_python3.10.json]
+    python tools/scripts/command1.py 3.10 [--out results/commands/command1_python3.10.json]
 
 Clones this repository's committed state into a temporary folder, makes a virtual environment
 there with pyenv's Python of that version (``pythonX.Y`` on PATH where there is no pyenv) and runs
@@ -25,8 +25,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from repository import ROOT, clone_to, head_commit
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / ".ci"))
+from repository import ROOT, clone_to, head_commit  # CI's: the repository's address and clones
 
 sys.path.insert(0, str(ROOT))
 from transformer_lib.files import write_text

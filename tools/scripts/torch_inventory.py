@@ -1,6 +1,6 @@
 """The inventory of PyTorch's documentation that the site's links into it are resolved from.
 
-    python .ci/torch_inventory.py        # writes book/_inventories/torch.inv
+    python tools/scripts/torch_inventory.py        # writes book/_inventories/torch.inv
 
 The API page's type hints (a ``Tensor``, an ``nn.Module``, a ``torch.device``) link to PyTorch's
 documentation through Sphinx's intersphinx, which looks each name up in an inventory. PyTorch
@@ -21,7 +21,7 @@ import sys
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402

@@ -1,6 +1,6 @@
 """The three translations on the book's first page (book/intro.md), made by the site's own models.
 
-    python .ci/intro_translations.py   # needs MULTI30K_DIR (the test set's sentences)
+    python tools/scripts/intro_translations.py   # needs MULTI30K_DIR (the test set's sentences)
 
 Translates three sentences of test_2016_flickr (none is in the training data; the translator
 page offers the same ones) with the checkpoints that ``translator_models`` in ``_config.yml``
@@ -25,7 +25,7 @@ from transformer_lib.decoding import DecodeConfig
 from transformer_lib.files import sha256_of, write_text
 from transformer_lib.translation import load_model, translate_sentences
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "results" / "translator" / "intro_translations.json"
 SNIPPET = RECORD.with_suffix(".md")
 SPLIT = "test_2016_flickr"

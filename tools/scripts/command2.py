@@ -1,6 +1,6 @@
 """The README's command 2 on a clean clone, timed, as a record: the total, and where the time went.
 
-    python .ci/command2.py [--out results/commands/command2.json]
+    python tools/scripts/command2.py [--out results/commands/command2.json]
 
 Run it from the environment command 1 made (it needs pytest, nbval, Chromium's driver and the
 book's toolchain). Clones this repository's committed state into a temporary folder, builds the
@@ -32,8 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2] / ".ci"))
 from command1 import machine, print_record, timed, versions
-from repository import clone_to, head_commit
+from repository import clone_to, head_commit  # CI's: the repository's address and clones
 
 COMMAND = ["pytest", "-n", "2", "--dist", "loadfile"]
 DURATION = re.compile(r"^([\d.]+)s (?:setup|call|teardown)\s+(\S+?)(?:::\S.*)?$")  # "12.34s call     path::test"
