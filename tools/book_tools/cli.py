@@ -12,17 +12,13 @@ Training, translating, scoring and sweeps are the library's: ``python -m transfo
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
-from book_tools.web.export import PRECISIONS
-from transformer_lib.cli import utf8_console
-from transformer_lib.errors import Interrupted, TransformerLibError
+from book_tools.web.export import PRECISIONS, export_onnx
+from transformer_lib.cli import run_command, utf8_console
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> None:
-    from book_tools.web.export import export_onnx  # ONNX, which the book's requirements install
-
     out = export_onnx(args.checkpoint, args.out, args.precision)
     sizes = ", ".join(f"{f.name} {f.stat().st_size / 1e6:.1f} MB" for f in sorted(out.iterdir()))
     print(f"exported to {out}: {sizes}")
@@ -78,15 +74,4 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     utf8_console()
     args = parser().parse_args(argv)
-    try:
-        args.run(args)
-    except Interrupted as exc:
-        print(f"interrupted: {exc}", file=sys.stderr)
-        return 130
-    except (TransformerLibError, ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return run_command(args.run, args)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from transformer_lib import __version__
 from transformer_lib.cli.commands import cmd_evaluate, cmd_pack, cmd_score, cmd_sweep, cmd_train, cmd_translate
@@ -93,16 +93,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {argv[0]} is a command of the book's tools: python -m book_tools {argv[0]} ...", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    commands = {
+        "train": cmd_train,
+        "evaluate": cmd_evaluate,
+        "translate": cmd_translate,
+        "score": cmd_score,
+        "sweep": cmd_sweep,
+        "pack": cmd_pack,
+    }
+    return run_command(commands[args.command], args)
+
+
+def run_command(command: Callable[[argparse.Namespace], None], args: argparse.Namespace) -> int:
+    """Run one command: its exit code, and a bad input or an interruption as one line, never a traceback."""
     try:
-        commands = {
-            "train": cmd_train,
-            "evaluate": cmd_evaluate,
-            "translate": cmd_translate,
-            "score": cmd_score,
-            "sweep": cmd_sweep,
-            "pack": cmd_pack,
-        }
-        commands[args.command](args)
+        command(args)
     except Interrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 130
