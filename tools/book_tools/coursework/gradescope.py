@@ -29,7 +29,7 @@ from transformer_lib.files import write_text
 
 ROOT_VARIABLE = "AUTOGRADER_ROOT"  # where Gradescope's folders are: /autograder there, a test's folder here
 
-RUN_SCRIPT = '''"""Grade the submission with transformer_lib's sandboxed grader (not Otter's in-process run)."""
+RUN_SCRIPT = '''"""Grade the submission with the book's sandboxed grader (not Otter's in-process run)."""
 
 from book_tools.coursework.gradescope import main
 
@@ -62,7 +62,7 @@ def submission_file(folder: Path, scratch: Path) -> Path | str:
 
 def results(scores: list[grading.Score], not_graded: str = "") -> dict:
     """Gradescope's results.json: a row per question graded here, the points, and one line for the student."""
-    tests, total, possible = [], 0.0, 0.0
+    tests, total = [], 0.0
     for score in scores:
         if score.by_hand:
             continue
@@ -74,7 +74,7 @@ def results(scores: list[grading.Score], not_graded: str = "") -> dict:
         if score.question == "-":  # not graded: the reason is the line the student sees
             not_graded = not_graded or score.message
             continue
-        total, possible = total + score.points, possible + score.possible
+        total += score.points
         tests.append(
             {
                 "name": score.question,
