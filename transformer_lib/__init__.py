@@ -3,11 +3,12 @@
 Each lesson of the book adds the final version of its component here; later lessons import
 it instead of writing it again. The folders follow the book:
 
-* the top level, one module per concept: the Transformer that lessons 2 to 10 build
-  (``special_tokens``, ``tokenizer``, ``data``, ``embeddings``, ``attention`` (with its cache),
-  ``layers``, ``model``, ``batching``, ``checkpoint``, ``decoding``, ``metrics``) and a trained
-  run in use (``translation``), PyTorch's modules as independent references (``reference``), and
-  what they all share (``errors``, ``files``, ``versions``, ``utils``);
+* the top level, one module per concept: every setting as a plain dataclass and the special
+  token ids (``config``); the Transformer that lessons 2 to 10 build (``tokenizer``, ``data``,
+  ``embeddings``, ``attention`` (with its cache), ``layers``, ``model``, ``batching``,
+  ``checkpoint``, ``decoding``, ``metrics``) and a trained run in use (``translation``), PyTorch's
+  modules as independent references (``reference``), and what they all share (``errors``,
+  ``files``, ``versions``, ``utils``);
 * ``training/``: lesson 9's loop and its parts: the tasks, the schedules, the precision, the
   update, the progress bar, the run's folder, several processes and a run's YAML config
   (packaged configs in ``configs/``, a data folder);
@@ -57,6 +58,17 @@ from transformer_lib.batching import (
     token_batches,
 )
 from transformer_lib.checkpoint import average_checkpoints, load_checkpoint
+from transformer_lib.config import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    PRESETS,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    TaskConfig,
+    TrainConfig,
+    TransformerConfig,
+)
 from transformer_lib.data import LANGUAGES, SPLITS, DataError, load_multi30k, load_pairs
 from transformer_lib.decoding import beam_search, greedy_decode, sample
 from transformer_lib.embeddings import (
@@ -74,20 +86,12 @@ from transformer_lib.family.gpt import GPT, LanguageModelTask, generate
 from transformer_lib.family.vit import VisionTransformer, ViTConfig, patchify
 from transformer_lib.layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from transformer_lib.metrics import moses_bleu, sacrebleu_score, tokenized_bleu
-from transformer_lib.model import (
-    PRESETS,
-    Transformer,
-    TransformerConfig,
-    count_parameters,
-    parameter_breakdown,
-)
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from transformer_lib.training import TrainConfig, Trainer, label_smoothed_cross_entropy, noam_lr
+from transformer_lib.model import Transformer, count_parameters, parameter_breakdown
+from transformer_lib.training import Trainer, label_smoothed_cross_entropy, noam_lr
 from transformer_lib.training.tasks import (
     ClassificationTask,
     LabelledBatch,
     Task,
-    TaskConfig,
     TranslationTask,
     accuracy,
 )

@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from transformer_lib.config import PAD_ID, check_heads
 from transformer_lib.embeddings import apply_rotary
 from transformer_lib.errors import InvalidType, InvalidValue
-from transformer_lib.special_tokens import PAD_ID
 
 
 @dataclass
@@ -247,24 +247,6 @@ def tiled_attention(query: Tensor, key: Tensor, value: Tensor, block: int = 64, 
             m = m_new
         out[..., q0 : q0 + block, :] = acc / total[..., None]
     return out
-
-
-def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None, why: str = ": heads split d_model") -> int:
-    """The number of key-value heads, once ``d_model``, ``n_heads`` and ``n_kv_heads`` (None: ``n_heads``)
-    are known to split into heads; else one clear error, which ``why`` ends. The one place of these
-    rules: every layer and config that has heads checks them here."""
-    n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-    for name, value in (("d_model", d_model), ("n_heads", n_heads), ("n_kv_heads", n_kv_heads)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
-    if d_model % n_heads:
-        raise InvalidValue(f"d_model={d_model} must be divisible by n_heads={n_heads}{why}")
-    if n_heads % n_kv_heads:
-        raise InvalidValue(
-            f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}: each key-value head serves a group "
-            "of query heads"
-        )
-    return n_kv_heads
 
 
 class MultiHeadAttention(nn.Module):

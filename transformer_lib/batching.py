@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID
 from transformer_lib.errors import InvalidValue
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 if TYPE_CHECKING:  # the tokenizer needs SentencePiece, which batching itself does not
     from transformer_lib.tokenizer import Tokenizer

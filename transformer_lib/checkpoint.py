@@ -24,10 +24,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer_lib.decoding import DecodeConfig
+from transformer_lib.config import DecodeConfig, TransformerConfig
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path
-from transformer_lib.model import TransformerConfig
 
 CHECKPOINT = "checkpoint.pt"  # a run folder's latest full checkpoint
 AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the tokenizer

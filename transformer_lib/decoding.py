@@ -14,18 +14,16 @@ lives in fixed buffers and, on a GPU, each step after the first replays one reco
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from transformer_lib.attention import attention_kernels
-from transformer_lib.errors import InvalidValue, check_fields, check_range
+from transformer_lib.config import BOS_ID, EOS_ID, MAX_EXTRA, PAD_ID
+from transformer_lib.errors import InvalidValue
 from transformer_lib.model import Transformer
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
-MAX_EXTRA = 25  # the default output length limit: source length + MAX_EXTRA tokens (measured, above)
 NEVER_GENERATED = [PAD_ID, BOS_ID]  # the decoder may output any other token, <unk> included
 
 
@@ -267,20 +265,3 @@ def beam_search(
     normalized = (scores.reshape(-1) / length_penalty(lengths.float(), alpha)).view(batch, k)
     best = (offsets[:, 0] + normalized.argmax(dim=1)).tolist()
     return [_strip(tokens[row, 1:]) for row in best]
-
-
-@dataclasses.dataclass(frozen=True)
-class DecodeConfig:
-    """How to translate: beam search (or greedy) and its limits. The command line's defaults too."""
-
-    beam_size: int = 4  # 1: greedy
-    alpha: float = 0.6  # length penalty
-    max_extra: int = MAX_EXTRA  # output length limit: source length + max_extra
-    batch_size: int = 128  # sentences decoded together
-    cuda_graph: bool = False  # on a GPU, replay each cached step as a CUDA graph (StaticStep)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        for name in ("beam_size", "max_extra", "batch_size"):
-            check_range(self, name, 1)
-        check_range(self, "alpha", 0)

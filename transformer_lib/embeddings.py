@@ -13,6 +13,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from transformer_lib.config import POSITIONALS
 from transformer_lib.errors import InvalidType, InvalidValue
 
 
@@ -127,11 +128,9 @@ class RotaryPositions(nn.Module):
 
 
 # The one place where a config's ``positional`` name meets its module (rotary: see MultiHeadAttention).
-POSITIONAL_ENCODINGS: dict[str, type[nn.Module]] = {
-    "sinusoidal": SinusoidalPositionalEncoding,
-    "learned": LearnedPositionalEncoding,
-    "rotary": RotaryPositions,
-}
+POSITIONAL_ENCODINGS: dict[str, type[nn.Module]] = dict(
+    zip(POSITIONALS, (SinusoidalPositionalEncoding, LearnedPositionalEncoding, RotaryPositions), strict=True)
+)
 
 
 def apply_rotary(x: Tensor, offset: int | Tensor = 0, base: float = 10000.0) -> Tensor:

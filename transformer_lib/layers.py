@@ -17,21 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_lib.attention import LayerCache, MultiHeadAttention, check_heads
-from transformer_lib.errors import InvalidValue
+from transformer_lib.attention import LayerCache, MultiHeadAttention
+from transformer_lib.config import ACTIVATIONS, LayerConfig, check_name
 
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
-
-
-def check_activation(name: str) -> None:
-    """One clear error unless ``name`` is an activation of ``ACTIVATIONS`` (the one place of this rule)."""
-    if name not in ACTIVATIONS:
-        raise InvalidValue(f"activation must be one of {list(ACTIVATIONS)}, got {name!r}")
+FUNCTIONS: dict[str, Callable[[Tensor], Tensor]] = dict(zip(ACTIVATIONS, (F.relu, F.gelu), strict=True))
 
 
 class FeedForward(nn.Module):
@@ -39,11 +32,11 @@ class FeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
-        check_activation(activation)
+        check_name("activation", activation, ACTIVATIONS)
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
-        self.activation = ACTIVATIONS[activation]
+        self.activation = FUNCTIONS[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         """(batch, seq, d_model) -> (batch, seq, d_model), through (batch, seq, d_ff)"""
@@ -63,28 +56,6 @@ class Residual(nn.Module):
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
-
-
-@dataclass(frozen=True)
-class LayerConfig:
-    """Every setting of an encoder or decoder layer, checked here once for both (and for every stack)."""
-
-    d_model: int
-    n_heads: int
-    d_ff: int
-    dropout: float = 0.0  # on every sub-layer's output
-    attention_dropout: float = 0.0  # on the attention weights
-    activation: str = "relu"
-    norm_first: bool = False  # False: post-norm, as in the paper
-    rotary: bool = False  # rotate self-attention's queries and keys by their positions
-    n_kv_heads: int | None = None  # key-value heads (grouped-query attention); None: n_heads
-
-    def __post_init__(self) -> None:
-        check_heads(self.d_model, self.n_heads, self.n_kv_heads, why=" (the paper: 512 / 8 = 64)")
-        check_activation(self.activation)
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise InvalidValue(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
 
 
 class _Layer(nn.Module):

@@ -1,94 +1,15 @@
-"""The whole encoder-decoder Transformer and its configuration (lesson 8; section 3 and Table 3)."""
+"""The whole encoder-decoder Transformer (lesson 8; section 3); its configuration and sizes are in :mod:`.config`."""
 
 from __future__ import annotations
-
-import dataclasses
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from transformer_lib.attention import KVCache, StaticKVCache, causal_mask, padding_mask
+from transformer_lib.config import PAD_ID, TransformerConfig
 from transformer_lib.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
-from transformer_lib.errors import InvalidValue, check_fields
-from transformer_lib.layers import Decoder, Encoder, LayerConfig
-from transformer_lib.special_tokens import PAD_ID
-
-# Sizes of the paper's Table 3 (base, big) and of the book's CPU lessons (small, tiny).
-PRESETS: dict[str, dict] = {
-    "base": dict(d_model=512, n_heads=8, n_layers=6, d_ff=2048, dropout=0.1),
-    "big": dict(d_model=1024, n_heads=16, n_layers=6, d_ff=4096, dropout=0.3),
-    "small": dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, dropout=0.1),
-    "tiny": dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0),
-}
-
-
-@dataclass(frozen=True)
-class TransformerConfig:
-    """Every size and switch of a :class:`Transformer`. Defaults are the paper's base model.
-
-    ``tie_embeddings`` shares one matrix between the source embedding, the target embedding and
-    the output projection (section 3.4), which needs one vocabulary for both languages.
-    Padding is always ``PAD_ID`` (the tokenizer's, one source of truth for every module).
-    """
-
-    vocab_size: int
-    d_model: int = 512
-    n_heads: int = 8
-    n_kv_heads: int | None = None  # key-value heads (grouped-query attention, lesson 12); None: n_heads
-    n_layers: int = 6  # encoder layers, and as many decoder layers
-    d_ff: int = 2048
-    dropout: float = 0.1  # on embeddings + positions and on every sub-layer's output
-    attention_dropout: float = 0.0  # on attention weights (not in the paper; tensor2tensor has it)
-    max_len: int = 1024
-    norm_first: bool = False  # False: post-norm, as in the paper
-    activation: str = "relu"
-    positional: str = "sinusoidal"  # or "learned", or "rotary" (rotated queries and keys, not added)
-    tie_embeddings: bool = True
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise InvalidValue(f"{name} must be a positive integer, got {value!r}")
-        _ = self.layer  # LayerConfig checks the heads, the dropouts and the activation, once for every layer
-        if self.positional not in POSITIONAL_ENCODINGS:
-            raise InvalidValue(f"positional must be one of {list(POSITIONAL_ENCODINGS)}, got {self.positional!r}")
-        if self.positional == "sinusoidal" and self.d_model % 2:
-            raise InvalidValue(
-                f"sinusoidal positions pair sines with cosines: d_model must be even, got {self.d_model}"
-            )
-        if self.positional == "rotary" and (self.d_model // self.n_heads) % 2:
-            raise InvalidValue(
-                f"rotary positions rotate pairs of features: d_model / n_heads must be even, "
-                f"got {self.d_model} / {self.n_heads}"
-            )
-
-    @classmethod
-    def preset(cls, name: str, vocab_size: int, **overrides) -> TransformerConfig:
-        """A named size (``base``, ``big``, ``small``, ``tiny``), with any field overridden."""
-        if not isinstance(name, str) or name not in PRESETS:
-            raise InvalidValue(f"unknown preset {name!r}; choose one of {list(PRESETS)}")
-        return cls(vocab_size=vocab_size, **{**PRESETS[name], **overrides})
-
-    def replace(self, **changes) -> TransformerConfig:
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def layer(self) -> LayerConfig:
-        """What every layer of the model's stacks is built from (encoder, decoder, lesson 13's variants)."""
-        return LayerConfig(
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            d_ff=self.d_ff,
-            dropout=self.dropout,
-            attention_dropout=self.attention_dropout,
-            activation=self.activation,
-            norm_first=self.norm_first,
-            rotary=self.positional == "rotary",
-            n_kv_heads=self.n_kv_heads,
-        )
+from transformer_lib.errors import InvalidValue
+from transformer_lib.layers import Decoder, Encoder
 
 
 class Transformer(nn.Module):

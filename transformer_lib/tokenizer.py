@@ -25,9 +25,9 @@ from pathlib import Path
 
 import sentencepiece as spm
 
+from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import write_bytes
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 
 class Tokenizer:
@@ -63,7 +63,7 @@ class Tokenizer:
         or ``"unigram"``, SentencePiece's own default. Every sentence is used, in the order
         given, on one thread, so training is deterministic. ``extra_symbols`` are further special
         tokens (say BERT's ``"<mask>"``, lesson 13), given the ids that follow the four of
-        :data:`~transformer_lib.special_tokens.SPECIAL_TOKENS`, in order.
+        :data:`~transformer_lib.config.SPECIAL_TOKENS`, in order.
         """
         if model_type not in ("unigram", "bpe"):
             raise InvalidValue(f"model_type must be 'unigram' or 'bpe', got {model_type!r}")

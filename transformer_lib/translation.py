@@ -18,8 +18,9 @@ from tqdm import tqdm
 
 from transformer_lib.batching import pad_ids
 from transformer_lib.checkpoint import RunRecord, load_run_checkpoint
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import DecodeConfig, beam_search, greedy_decode
+from transformer_lib.decoding import beam_search, greedy_decode
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import Tokenizer

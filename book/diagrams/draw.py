@@ -39,11 +39,11 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout the package is 
     sys.path.insert(0, str(ROOT))
 
 from transformer_lib.attention import KVCache, MultiHeadAttention  # noqa: E402
+from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS  # noqa: E402
 from transformer_lib.embeddings import SinusoidalPositionalEncoding, TokenEmbedding  # noqa: E402
 from transformer_lib.family import bert, gpt  # noqa: E402
 from transformer_lib.layers import DecoderLayer, EncoderLayer, FeedForward  # noqa: E402
 from transformer_lib.model import Transformer  # noqa: E402
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS  # noqa: E402
 
 # Names as the code spells them (a figure's label follows a rename)
 PAD, BOS, EOS = (next(name for name, i in SPECIAL_TOKENS.items() if i == wanted) for wanted in (PAD_ID, BOS_ID, EOS_ID))

@@ -206,7 +206,7 @@ def svg_texts(name: str) -> list[str]:
 
 
 def test_special_tokens_in_the_diagrams_are_the_packages(draw):
-    from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
+    from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
 
     assert (draw.PAD, draw.BOS, draw.EOS) == tuple(
         next(n for n, i in SPECIAL_TOKENS.items() if i == wanted) for wanted in (PAD_ID, BOS_ID, EOS_ID)

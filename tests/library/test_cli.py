@@ -12,7 +12,7 @@ from conftest import run_cli
 from transformer_lib import TransformerConfig, checkpoint
 from transformer_lib.checkpoint import RunRecord, model_file
 from transformer_lib.cli import main
-from transformer_lib.decoding import DecodeConfig
+from transformer_lib.config import DecodeConfig
 from transformer_lib.training.run_config import CONFIG_DIR, load_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -195,6 +195,25 @@ def imported_modules(path: Path) -> set[str]:
     return found | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
 
 
+def test_the_configs_are_the_bottom_floor():
+    """A checkpoint, a run config or a command reads a config without importing the model, decoding or training."""
+    ours = {m for m in imported_modules(PACKAGE / "config.py") if m.startswith("transformer_lib")}
+    assert ours == {"transformer_lib.errors"}
+
+
+def test_each_name_a_config_may_take_has_its_implementation():
+    """The names the configs check (config.py) are the keys of the tables that build them."""
+    from transformer_lib import config
+    from transformer_lib.embeddings import POSITIONAL_ENCODINGS
+    from transformer_lib.layers import FUNCTIONS
+    from transformer_lib.training.schedules import learning_rate
+
+    assert tuple(POSITIONAL_ENCODINGS) == config.POSITIONALS and tuple(FUNCTIONS) == config.ACTIVATIONS
+    for schedule in config.SCHEDULES:  # each one the config accepts gives a rate
+        train = config.TrainConfig(schedule=schedule, max_minutes=10.0)
+        assert learning_rate(train, 100, 60.0, 64) > 0
+
+
 @pytest.mark.parametrize("part", ["training", "benchmarks", "coursework", "family"])
 def test_no_import_climbs_back_up_to_the_command_line(part):
     """The command line builds on the rest; loading and translating with a run are the core's."""

@@ -11,9 +11,10 @@ import yaml
 from conftest import run_cli
 from transformer_lib import checkpoint, records
 from transformer_lib.cli import sweep
+from transformer_lib.config import TransformerConfig
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.metrics import moses_bleu, sacrebleu_score
-from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.model import Transformer
 from transformer_lib.training import TrainConfig, Trainer
 from transformer_lib.training.run_config import load_config, resolved_config
 

@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from transformer_lib.model import PRESETS
+from transformer_lib.config import PRESETS
 from transformer_lib.training import TrainConfig
 
 BOOK = Path(__file__).resolve().parents[2] / "book"

@@ -123,7 +123,7 @@ def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
 def test_length_limit_counts_the_translations_that_reached_it():
     from book_tools.benchmarks.length_limit import translate_counting
     from transformer_lib.benchmarks import shipped_translator
-    from transformer_lib.decoding import DecodeConfig
+    from transformer_lib.config import DecodeConfig
     from transformer_lib.translation import load_model, translate_sentences
 
     model, tokenizer, _ = load_model(shipped_translator("de_en"), torch.device("cpu"))

@@ -21,10 +21,10 @@ from book_tools.web import runtime as web_runtime
 from book_tools.web.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.batching import pad_ids
+from transformer_lib.config import BOS_ID, EOS_ID, DecodeConfig
 from transformer_lib.data import DataError, load_multi30k
-from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig
+from transformer_lib.decoding import NEVER_GENERATED
 from transformer_lib.errors import MissingFile
-from transformer_lib.special_tokens import BOS_ID, EOS_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_sentences
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 import yaml
 
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.files import sha256_of, write_text
 from transformer_lib.translation import load_model, translate_sentences
 

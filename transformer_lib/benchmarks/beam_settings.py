@@ -37,7 +37,7 @@ import torch
 
 from transformer_lib.benchmarks import Report, provenance
 from transformer_lib.checkpoint import AVERAGED
-from transformer_lib.decoding import DecodeConfig
+from transformer_lib.config import DecodeConfig
 from transformer_lib.translation import evaluate_split, load_model
 from transformer_lib.utils import environment
 

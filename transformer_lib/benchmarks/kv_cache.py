@@ -27,8 +27,9 @@ import torch
 from torch import Tensor
 
 from transformer_lib.benchmarks import median_seconds, provenance, write_record
+from transformer_lib.config import TransformerConfig
 from transformer_lib.decoding import greedy_decode
-from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.model import Transformer
 from transformer_lib.utils import environment
 
 

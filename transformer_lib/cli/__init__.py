@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 
 from transformer_lib import __version__
 from transformer_lib.cli.commands import cmd_evaluate, cmd_pack, cmd_score, cmd_sweep, cmd_train, cmd_translate
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import LANGUAGES, SPLITS
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, TransformerLibError
 
 

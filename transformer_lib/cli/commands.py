@@ -23,8 +23,8 @@ from transformer_lib import checkpoint, metrics, records
 from transformer_lib.batching import encode_pairs, example_size, round_up
 from transformer_lib.checkpoint import RunRecord
 from transformer_lib.cli import sweep
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k, load_pairs
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile
 from transformer_lib.files import write_text
 from transformer_lib.model import Transformer

@@ -17,9 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from transformer_lib.config import PAD_ID, UNK_ID
 from transformer_lib.coursework.checks import Wrong, close, gap, inputs, tensor_of
 from transformer_lib.errors import InvalidValue
-from transformer_lib.special_tokens import PAD_ID, UNK_ID
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from torch import Tensor, nn
 
 from transformer_lib.attention import padding_mask
 from transformer_lib.batching import pad_ids
+from transformer_lib.config import PAD_ID
 from transformer_lib.errors import InvalidValue
 from transformer_lib.family.gpt import LanguageModelTask
 from transformer_lib.model import SingleStack
-from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.training.tasks import LabelledBatch, token_cross_entropy
 
 

@@ -1,7 +1,6 @@
 """Training: the loop, and the parts it composes, one module each (lesson 9).
 
 * :mod:`.trainer`: the :class:`~.trainer.Trainer`, which runs the loop;
-* :mod:`.config`: :class:`~.config.TrainConfig`, how to train;
 * :mod:`.run_config`: a whole run's YAML config (data, model, task, training, decoding, evaluation);
 * :mod:`.tasks`: the :class:`~.tasks.Task` contract, translation's task and its losses;
 * :mod:`.schedules`: the paper's learning rate and two that end a short run near 0;
@@ -11,13 +10,14 @@
 * :mod:`.run_folder`: the run's checkpoint, snapshots and metrics on disk;
 * :mod:`.distributed`: several processes, as ``torchrun`` starts them.
 
-``from transformer_lib.training import X`` gives the names below, wherever they live.
+How to train, :class:`~transformer_lib.config.TrainConfig`, is with the package's other configs in
+:mod:`transformer_lib.config`. ``from transformer_lib.training import X`` gives the names below, wherever they live.
 """
 
-from transformer_lib.training.config import TrainConfig
+from transformer_lib.config import PRECISIONS, SCHEDULES, TrainConfig
 from transformer_lib.training.optimizer import adam
-from transformer_lib.training.precision import PRECISIONS, Precision, device_precision, resolve_precision
-from transformer_lib.training.schedules import SCHEDULES, cooldown_lr, noam_lr, time_linear_lr
+from transformer_lib.training.precision import Precision, device_precision, resolve_precision
+from transformer_lib.training.schedules import cooldown_lr, noam_lr, time_linear_lr
 from transformer_lib.training.tasks import label_smoothed_cross_entropy
 from transformer_lib.training.trainer import Trainer, check_trainable, steps_in_time
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from transformer_lib.training.config import TrainConfig
+from transformer_lib.config import TrainConfig
 from transformer_lib.training.precision import Precision
 from transformer_lib.training.schedules import learning_rate
 

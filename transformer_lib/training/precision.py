@@ -11,8 +11,6 @@ from torch import Tensor
 
 from transformer_lib.errors import InvalidValue
 
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
-
 
 def resolve_precision(precision: str, device_type: str, bf16_supported: bool = False) -> str:
     """The precision a run trains in, from the config's choice and what the device can do.

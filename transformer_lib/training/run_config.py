@@ -23,12 +23,9 @@ from pathlib import Path
 
 import yaml
 
+from transformer_lib.config import DecodeConfig, TaskConfig, TrainConfig, TransformerConfig
 from transformer_lib.data import LANGUAGES, SPLITS
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.errors import InvalidValue, MissingFile, check_fields, check_range
-from transformer_lib.model import TransformerConfig
-from transformer_lib.training.config import TrainConfig
-from transformer_lib.training.tasks import TaskConfig
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # data files, not a module
 

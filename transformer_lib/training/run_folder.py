@@ -21,10 +21,10 @@ import torch
 from torch import nn
 
 from transformer_lib import checkpoint
+from transformer_lib.config import TrainConfig
 from transformer_lib.errors import InvalidValue
 from transformer_lib.files import atomic_path
 from transformer_lib.training import distributed
-from transformer_lib.training.config import TrainConfig
 from transformer_lib.training.optimizer import Update
 
 METRICS = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]

@@ -3,17 +3,12 @@
 The paper's rate (section 5.3) rises in a line for ``warmup`` steps, then falls as 1/sqrt(step).
 A run that stops on time or on a step budget ends with half the peak left; ``time_linear`` and
 ``cooldown`` bring it down to 0 by the run's end. :func:`learning_rate` picks one as a
-:class:`~transformer_lib.training.config.TrainConfig` says.
+:class:`~transformer_lib.config.TrainConfig` says.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from transformer_lib.training.config import TrainConfig
-
-SCHEDULES = ("noam", "time_linear", "cooldown")
+from transformer_lib.config import TrainConfig
 
 
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:

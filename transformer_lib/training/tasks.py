@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_lib.batching import Batch, collate, example_size, round_up, token_batches
-from transformer_lib.errors import InvalidType, InvalidValue, check_fields, check_range
-from transformer_lib.special_tokens import PAD_ID
+from transformer_lib.config import PAD_ID, TaskConfig
+from transformer_lib.errors import InvalidType, InvalidValue
 
 
 class Task(Protocol):
@@ -127,25 +127,6 @@ def label_smoothed_cross_entropy(
     keep = target != ignore_index
     total = loss.masked_select(keep).sum()
     return total if reduction == "sum" else total / keep.sum().clamp_min(1)
-
-
-@dataclass(frozen=True)
-class TaskConfig:
-    """What a translation batch is and what its loss is: :class:`TranslationTask`'s settings.
-
-    The one place for their defaults and checks; the run config's ``task`` section is this.
-    """
-
-    max_tokens: int = 4096  # token slots per batch and process, padding included (the paper: ~25,000 a side)
-    label_smoothing: float = 0.1
-    pad_multiple: int = 1  # pad lengths up to a multiple of this (8: few batch shapes, for a GPU)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        for name in ("max_tokens", "pad_multiple"):
-            if getattr(self, name) < 1:
-                raise InvalidValue(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        check_range(self, "label_smoothing", 0, 1, closed_high=False)
 
 
 class TranslationTask:

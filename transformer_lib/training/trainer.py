@@ -21,9 +21,9 @@ import torch
 from torch import nn
 
 from transformer_lib.attention import attention_kernels
+from transformer_lib.config import TrainConfig
 from transformer_lib.errors import Interrupted
 from transformer_lib.training import distributed
-from transformer_lib.training.config import TrainConfig
 from transformer_lib.training.optimizer import Update
 from transformer_lib.training.progress import Progress, steps_in_time
 from transformer_lib.training.run_folder import RunFolder, config_dict, resume, training_state
@@ -31,7 +31,7 @@ from transformer_lib.training.tasks import Task, check_trainable, summed_loss
 
 
 class Trainer:
-    """Trains any model on any task, as a :class:`~transformer_lib.training.config.TrainConfig` says.
+    """Trains any model on any task, as a :class:`~transformer_lib.config.TrainConfig` says.
 
     The model needs only a ``d_model`` (the warm-up scales with it); the task says what a batch
     and its loss are. ``history`` holds a record per step and per validation; a ``run_dir`` also

@@ -39,9 +39,9 @@ import torch.nn.functional as F
 
 from transformer_lib.batching import encode_pairs
 from transformer_lib.benchmarks import Report, median_seconds, provenance  # the helpers every record uses
+from transformer_lib.config import PAD_ID
 from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer
-from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer
 from transformer_lib.training.run_config import load_config

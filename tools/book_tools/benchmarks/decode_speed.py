@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 from transformer_lib.benchmarks import median_seconds, provenance, shipped_translator, write_record
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import load_model, translate_sentences
 from transformer_lib.utils import environment

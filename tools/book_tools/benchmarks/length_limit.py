@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from transformer_lib.benchmarks import Report, provenance, shipped_translator
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import DecodeConfig, length_limits
+from transformer_lib.decoding import length_limits
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import decoder, load_model, translate_in_batches
 from transformer_lib.utils import environment

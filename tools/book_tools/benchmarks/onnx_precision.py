@@ -5,8 +5,9 @@
 
 For each checkpoint (by default lesson 11's two translators): greedy decoding in PyTorch, then the
 exported encoder and decoder in ONNX Runtime at each precision, on every sentence of ``--split``.
-Prints the size of the two ONNX files, cased sacreBLEU, how many translations equal PyTorch's,
-and the seconds taken. The book's translator page reads its BLEU from the record this writes.
+Prints the size of the model's files (the two ONNX files and the tensors they share, ``shared.bin``),
+cased sacreBLEU, how many translations equal PyTorch's, and the seconds taken. The book's
+translator page reads its BLEU from the record this writes.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pathlib import Path
 
 import torch
 
-from book_tools.web.export import OnnxTranslator, export_onnx
+from book_tools.web.export import MODEL_FILES, OnnxTranslator, export_onnx
 from transformer_lib.benchmarks import provenance, shipped_translator, write_record
+from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
-from transformer_lib.decoding import DecodeConfig
 from transformer_lib.files import sha256_of
 from transformer_lib.metrics import bleu_scores
 from transformer_lib.translation import load_model, translate_sentences
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
         for precision in args.precisions:
             with tempfile.TemporaryDirectory() as tmp:
                 folder = export_onnx(checkpoint, tmp, precision)
-                megabytes = sum((folder / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx")) / 1e6
+                megabytes = sum((folder / f).stat().st_size for f in MODEL_FILES) / 1e6
                 start = time.perf_counter()
                 hypotheses = OnnxTranslator(folder, args.threads).translate(sources)
                 runs.append(("onnxruntime", precision, megabytes, hypotheses, time.perf_counter() - start))

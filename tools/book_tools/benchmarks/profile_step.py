@@ -14,7 +14,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from book_tools.benchmarks.training_speed import make_batches
-from transformer_lib.model import Transformer, TransformerConfig
+from transformer_lib.config import TransformerConfig
+from transformer_lib.model import Transformer
 from transformer_lib.training import TrainConfig, Trainer
 
 

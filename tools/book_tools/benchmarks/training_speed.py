@@ -49,11 +49,11 @@ from torch import Tensor, nn
 from transformer_lib.attention import MultiHeadAttention, causal_mask, keep_attention_weights
 from transformer_lib.batching import encode_pairs
 from transformer_lib.benchmarks import provenance, write_record
+from transformer_lib.config import PAD_ID, PRESETS, TransformerConfig
 from transformer_lib.data import load_pairs
 from transformer_lib.errors import InvalidValue
-from transformer_lib.model import PRESETS, Transformer, TransformerConfig
+from transformer_lib.model import Transformer
 from transformer_lib.reference import torch_transformer
-from transformer_lib.special_tokens import PAD_ID
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import TrainConfig, Trainer
 from transformer_lib.training.run_config import load_config

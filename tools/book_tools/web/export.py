@@ -49,12 +49,12 @@ from transformer_lib import decoding
 from transformer_lib.attention import keep_attention_weights, padding_mask
 from transformer_lib.batching import pad_ids
 from transformer_lib.checkpoint import model_file
+from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, DecodeConfig
 from transformer_lib.data import cache_root
-from transformer_lib.decoding import NEVER_GENERATED, DecodeConfig, extend, length_limits
+from transformer_lib.decoding import NEVER_GENERATED, extend, length_limits
 from transformer_lib.errors import InvalidValue, MissingFile, TransformerLibError
 from transformer_lib.files import sha256_of, write_bytes, write_text
 from transformer_lib.model import Transformer, count_parameters
-from transformer_lib.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.translation import load_model, translate_in_batches
 
@@ -404,7 +404,7 @@ def _mean(values: list[float]) -> float:
 
 
 # The package's modules whose code becomes the exported graphs, and decoding's, whose limit model.json carries.
-TRACED = ("attention.py", "embeddings.py", "layers.py", "model.py", "decoding.py")
+TRACED = ("config.py", "attention.py", "embeddings.py", "layers.py", "model.py", "decoding.py")
 
 
 def cached_export(checkpoint: str | os.PathLike, precision: str = "fp16") -> Path:
