@@ -166,20 +166,20 @@ def recipe_summary(run: str | os.PathLike) -> str:
     from transformer_lib.training.run_config import load_config  # the records' reader needs no YAML otherwise
 
     config = load_config(str(Path(run) / "config.yaml"))
-    m, t = config["model"], config["training"]
+    m, t = config.model, config.training
     peak = t.lr_factor * m.d_model**-0.5 * t.warmup**-0.5
     return "\n".join(
         (
             f"model: {m.n_layers}+{m.n_layers} layers, d_model {m.d_model}, d_ff {m.d_ff}, "
             f"{m.n_heads} heads,\n       dropout {m.dropout}, norm_first {m.norm_first}, "
             f"tied embeddings {m.tie_embeddings}",
-            f"data: shared {config['data'].tokenizer.upper()} vocabulary of {config['data'].vocab_size:,}, "
+            f"data: shared {config.data.tokenizer.upper()} vocabulary of {config.data.vocab_size:,}, "
             "learned from the training split only",
-            f"batches: {config['task'].max_tokens:,} token slots, label smoothing {config['task'].label_smoothing}",
+            f"batches: {config.task.max_tokens:,} token slots, label smoothing {config.task.label_smoothing}",
             f"schedule: warm-up {t.warmup:,} steps to a peak learning rate of {peak:.4f}, "
             f"then 1/sqrt(step);\n          at most {t.max_steps:,} updates or {t.max_minutes} minutes",
-            f"evaluation: the mean of the last {config['evaluation'].average_last} checkpoints, "
-            f"beam {config['decoding'].beam_size}, length penalty {config['decoding'].alpha}",
+            f"evaluation: the mean of the last {config.evaluation.average_last} checkpoints, "
+            f"beam {config.decoding.beam_size}, length penalty {config.decoding.alpha}",
         )
     )
 

@@ -72,7 +72,7 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     """PyYAML follows YAML 1.1, where ``1e-9`` is a string; a user writing it means the number."""
     path = tmp_path / "eps.yaml"
     path.write_text("training:\n  adam_eps: 1e-9\n  lr_factor: 2E0\n", encoding="utf-8")
-    training = load_config(str(path))["training"]
+    training = load_config(str(path)).training
     assert training.adam_eps == 1e-9 and training.lr_factor == 2.0
 
 

@@ -152,8 +152,8 @@ def test_missing_checkpoint_and_bad_config_are_clear_errors(tmp_path, capsys):
 )
 def test_packaged_configs_are_valid(name):
     config = load_config(name)
-    assert config["model"].vocab_size == config["data"].vocab_size
-    assert 0 < config["training"].checkpoint_every <= 100  # a crash loses minutes of work, not an epoch
+    assert config.model.vocab_size == config.data.vocab_size
+    assert 0 < config.training.checkpoint_every <= 100  # a crash loses minutes of work, not an epoch
 
 
 # These run last in this file: the last one continues the smoke run.

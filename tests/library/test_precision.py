@@ -51,7 +51,7 @@ def packaged():
 
 @pytest.mark.parametrize("name", packaged())
 def test_packaged_configs_resolve_on_every_device(name):
-    precision = load_config(name)["training"].precision
+    precision = load_config(name).training.precision
     assert precision in PRECISIONS
     assert resolve_precision(precision, "cpu") == "fp32"
     if precision == "auto":  # the GPU recipes: fp16 with loss scaling where there is no bf16
@@ -60,7 +60,7 @@ def test_packaged_configs_resolve_on_every_device(name):
 
 
 def test_the_gpu_recipes_choose_by_device():
-    autos = [n for n in packaged() if load_config(n)["training"].precision == "auto"]
+    autos = [n for n in packaged() if load_config(n).training.precision == "auto"]
     assert {"multi30k_de_en_small", "multi30k_en_de_base"} <= set(autos)
 
 
@@ -69,7 +69,7 @@ def test_the_old_bf16_key_still_reads(tmp_path, bf16, expected):
     """Earlier configs and the run folders under results/ say bf16: true or false."""
     path = tmp_path / "old.yaml"
     path.write_text(f"model:\n  preset: tiny\ntraining:\n  bf16: {bf16}\n", encoding="utf-8")
-    assert load_config(str(path))["training"].precision == expected
+    assert load_config(str(path)).training.precision == expected
 
 
 def test_bf16_and_precision_together_are_refused(tmp_path):

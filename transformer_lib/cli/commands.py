@@ -30,7 +30,7 @@ from transformer_lib.files import write_text
 from transformer_lib.model import Transformer
 from transformer_lib.tokenizer import Tokenizer
 from transformer_lib.training import Trainer, device_precision, distributed
-from transformer_lib.training.run_config import DataConfig, load_config, resolved_config
+from transformer_lib.training.run_config import DataConfig, RunConfig, load_config, resolved_config
 from transformer_lib.training.tasks import TranslationTask
 from transformer_lib.translation import evaluate_split, load_model, translate_sentences
 from transformer_lib.utils import environment, pick_device, seed_everything
@@ -82,7 +82,7 @@ def _trains_further(old: dict, new: dict) -> bool:
     return False
 
 
-def _resume_state(run_dir: Path, config: dict, device: torch.device) -> dict:
+def _resume_state(run_dir: Path, config: RunConfig, device: torch.device) -> dict:
     """The checkpoint to continue from, after checking that ``config`` describes the same run and that
     it has training left to do (a finished run resumed as it was would only overwrite its scores)."""
     path = run_dir / checkpoint.CHECKPOINT
@@ -112,15 +112,15 @@ def cmd_train(args: argparse.Namespace) -> None:
     """
     config = load_config(args.config)
     device = distributed.init(parse_device(args.device))
-    precision = device_precision(config["training"].precision, device)  # fp16 on a CPU: refused here
+    precision = device_precision(config.training.precision, device)  # fp16 on a CPU: refused here
     main = distributed.rank() == 0
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config['name']}-{stamp}")))
+    run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config.name}-{stamp}")))
     state = _resume_state(run_dir, config, device) if args.resume else None
     if state is None and (run_dir / "config.yaml").exists():
         raise InvalidValue(f"{run_dir} already holds a run: continue it with --resume, or choose another --run-dir")
-    data: DataConfig = config["data"]
-    seed_everything(config["training"].seed)
+    data: DataConfig = config.data
+    seed_everything(config.training.seed)
     env = {**environment(device), "processes": distributed.world_size(), "precision": precision}
     start = time.perf_counter()
     train_pairs = load_pairs("train", data.src, data.tgt)[: data.train_limit]
@@ -137,7 +137,7 @@ def cmd_train(args: argparse.Namespace) -> None:
         write_text(run_dir / "environment.json", json.dumps(env, indent=2) + "\n")
         if state is None:
             tokenizer.save(run_dir / "tokenizer.model")
-        training = config["training"]
+        training = config.training
         _log(
             run_dir,
             f"run {run_dir} on {env['device']} x {env['processes']}, torch {env['torch']}, "
@@ -150,14 +150,14 @@ def cmd_train(args: argparse.Namespace) -> None:
         if state is None:
             tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
         train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
-    task = TranslationTask.from_config(train, val, config["task"], config["training"].seed)
-    model = Transformer(config["model"])
+    task = TranslationTask.from_config(train, val, config.task, config.training.seed)
+    model = Transformer(config.model)
     n_params = sum(p.numel() for p in model.parameters())
     if main:
         _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
-    trainer = Trainer(model, task, config["training"], run_dir=run_dir, device=device)
-    record = RunRecord(data.src, data.tgt, config["model"], config["decoding"])
+    trainer = Trainer(model, task, config.training, run_dir=run_dir, device=device)
+    record = RunRecord(data.src, data.tgt, config.model, config.decoding)
     trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), **record.entries()}
     if state is not None:
         trainer.load_state(state)
@@ -173,7 +173,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     try:
         run = _TrainedRun(run_dir, config, record, model, tokenizer, trainer, device)
         scores = _score_run(run, start, train_seconds)
-        if config["training"].snapshot_minutes:
+        if config.training.snapshot_minutes:
             _score_curve(run, env, scores)
     except KeyboardInterrupt:
         raise Interrupted(
@@ -182,10 +182,10 @@ def cmd_train(args: argparse.Namespace) -> None:
         ) from None
 
 
-def _check_lengths(examples: list, config: dict) -> None:
+def _check_lengths(examples: list, config: RunConfig) -> None:
     """Every pair fits the model's positions and a batch, as batches pad it: checked before anything is written."""
-    longest = max(round_up(example_size(e), config["task"].pad_multiple) for e in examples)
-    for limit, name in ((config["model"].max_len, "model.max_len"), (config["task"].max_tokens, "task.max_tokens")):
+    longest = max(round_up(example_size(e), config.task.pad_multiple) for e in examples)
+    for limit, name in ((config.model.max_len, "model.max_len"), (config.task.max_tokens, "task.max_tokens")):
         if longest > limit:
             raise InvalidValue(
                 f"the longest sentence pair needs {longest} token positions with this vocabulary, more than "
@@ -203,7 +203,7 @@ class _TrainedRun:
     """A run just trained, as its scoring sees it: its folder, config, record, model, tokenizer and trainer."""
 
     folder: Path
-    config: dict
+    config: RunConfig
     record: RunRecord
     model: Transformer
     tokenizer: Tokenizer
@@ -212,15 +212,15 @@ class _TrainedRun:
 
     def evaluate(self):
         """(split, result) for each of the config's evaluation splits, translated with the run's decoding settings."""
-        limit = self.config["evaluation"].limit
-        for split in self.config["evaluation"].splits:
+        limit = self.config.evaluation.limit
+        for split in self.config.evaluation.splits:
             yield split, evaluate_split(self.model, self.tokenizer, self.record, split, self.record.decoding,
                                         self.device, limit)  # fmt: skip
 
 
 def _score_run(run: _TrainedRun, start: float, train_seconds: float) -> dict:
     """After training: average the last checkpoints if asked, score every evaluation split, write scores.json."""
-    evaluation, folder, model, trainer = run.config["evaluation"], run.folder, run.model, run.trainer
+    evaluation, folder, model, trainer = run.config.evaluation, run.folder, run.model, run.trainer
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
     if evaluation.average_last:
         paths = checkpoint.kept_weights(folder)[-evaluation.average_last :]
@@ -260,7 +260,7 @@ def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
             point["splits"][split] = result
         _log(run.folder, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
         points.append(point)
-    training, trainer = run.config["training"], run.trainer
+    training, trainer = run.config.training, run.trainer
     time_up = training.max_minutes and trainer.train_seconds >= 60 * training.max_minutes
     end = {
         "minutes": training.max_minutes if time_up else round(trainer.train_seconds / 60, 2),
@@ -269,7 +269,7 @@ def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
         "averaged": len(scores.get("averaged", [])),
         "splits": scores["splits"],
     }
-    curve = {"config": run.config["name"], "environment": env, "points": [*points, end]}
+    curve = {"config": run.config.name, "environment": env, "points": [*points, end]}
     write_text(run.folder / "curve.json", json.dumps(curve, indent=2) + "\n")
 
 

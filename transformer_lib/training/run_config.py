@@ -9,10 +9,11 @@ The sections::
     decoding:   DecodeConfig   beam size, length penalty
     evaluation: EvalConfig     splits to score, checkpoint averaging
 
-Every default lives in its dataclass (the command line's flags take theirs from here), and
-:func:`resolved_config` writes a config with all of them filled in, so that a run folder's
-``config.yaml`` repeats the run. The packaged configs are YAML files in ``transformer_lib/configs/``.
-It sits with training, below the command line, so that the benchmarks read a recipe as ``train`` does.
+:func:`load_config` returns a :class:`RunConfig`, one field per section. Every default lives in
+its dataclass (the command line's flags take theirs from here), and :func:`resolved_config` writes
+a config with all of them filled in, so that a run folder's ``config.yaml`` repeats the run. The
+packaged configs are YAML files in ``transformer_lib/configs/``. It sits with training, below the
+command line, so that the benchmarks read a recipe as ``train`` does.
 """
 
 from __future__ import annotations
@@ -82,6 +83,36 @@ class EvalConfig:
                 raise InvalidValue(f"unknown split {split!r} in splits; choose from {list(SPLITS)}")
 
 
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """A whole training run, as its YAML file says: one checked dataclass per section, and its name.
+
+    The checks that span two sections are here; each section checks its own fields.
+    """
+
+    name: str  # the file's name without .yaml: a run folder's prefix
+    data: DataConfig
+    model: TransformerConfig
+    task: TaskConfig
+    training: TrainConfig
+    decoding: DecodeConfig
+    evaluation: EvalConfig
+
+    def __post_init__(self) -> None:
+        training, evaluation = self.training, self.evaluation
+        if evaluation.average_last > training.keep_last:
+            raise InvalidValue(
+                f"evaluation.average_last={evaluation.average_last} needs training.keep_last >= it, "
+                f"got keep_last={training.keep_last}"
+            )
+        if training.snapshot_minutes and evaluation.average_last not in (0, training.keep_last):
+            raise InvalidValue(
+                f"training.snapshot_minutes: a snapshot averages all training.keep_last={training.keep_last} kept "
+                f"checkpoints; set evaluation.average_last to {training.keep_last} too, so every point of the curve "
+                f"is scored alike (got {evaluation.average_last})"
+            )
+
+
 SECTIONS = {
     "data": DataConfig,
     "model": None,
@@ -145,7 +176,7 @@ def read_yaml(path: Path) -> object:
         raise InvalidValue(f"{path} is not valid YAML{at}: fix the file (a YAML mapping)") from None
 
 
-def load_config(name_or_path: str) -> dict:
+def load_config(name_or_path: str) -> RunConfig:
     """Read a YAML run config (a path, or the name of one in transformer_lib/configs) and check it."""
     path = config_path(name_or_path)
     raw = read_yaml(path)
@@ -157,11 +188,7 @@ def load_config(name_or_path: str) -> dict:
     unknown = sorted(set(raw) - set(SECTIONS))
     if unknown:
         raise InvalidValue(f"unknown section(s) {unknown} in {path}; allowed: {list(SECTIONS)}")
-    config = {"name": path.stem, "raw": raw}
-    for section, cls in SECTIONS.items():
-        if cls is not None:
-            config[section] = _build(cls, section, raw.get(section) or {})
-    data = config["data"]
+    sections = {section: _build(cls, section, raw.get(section) or {}) for section, cls in SECTIONS.items() if cls}
     model = dict(raw.get("model") or {})
     preset = model.pop("preset", "base")
     allowed = {f.name for f in dataclasses.fields(TransformerConfig)} - {"vocab_size"}
@@ -169,30 +196,18 @@ def load_config(name_or_path: str) -> dict:
     if unknown:
         raise InvalidValue(f"unknown key(s) {unknown} in section 'model'; allowed: preset and {sorted(allowed)}")
     try:
-        config["model"] = TransformerConfig.preset(preset, vocab_size=data.vocab_size, **model)
+        sections["model"] = TransformerConfig.preset(preset, vocab_size=sections["data"].vocab_size, **model)
     except InvalidValue as exc:
         raise InvalidValue(f"section 'model': {exc}") from None
-    if config["evaluation"].average_last > config["training"].keep_last:
-        raise InvalidValue(
-            f"evaluation.average_last={config['evaluation'].average_last} needs training.keep_last >= it, "
-            f"got keep_last={config['training'].keep_last}"
-        )
-    training, evaluation = config["training"], config["evaluation"]
-    if training.snapshot_minutes and evaluation.average_last not in (0, training.keep_last):
-        raise InvalidValue(
-            f"training.snapshot_minutes: a snapshot averages all training.keep_last={training.keep_last} kept "
-            f"checkpoints; set evaluation.average_last to {training.keep_last} too, so every point of the curve "
-            f"is scored alike (got {evaluation.average_last})"
-        )
-    return config
+    return RunConfig(name=path.stem, **sections)
 
 
-def resolved_config(config: dict) -> dict:
+def resolved_config(config: RunConfig) -> dict:
     """The config with every default filled in, as YAML-ready values: ``train --config`` on it repeats the run."""
 
     def plain(obj) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(obj).items()}
 
-    out = {section: plain(config[section]) for section in SECTIONS}
+    out = {section: plain(getattr(config, section)) for section in SECTIONS}
     out["model"].pop("vocab_size")  # set by data.vocab_size
     return out

@@ -67,9 +67,9 @@ CPU = torch.device("cpu")
 
 def make_trainer(config: dict, task: TranslationTask, variant: str) -> Trainer:
     """A Trainer with the recipe's model and optimiser settings, changed as ``variant`` says."""
-    model_config = dataclasses.replace(config["model"], **SHAPES.get(variant, {}))
-    torch.manual_seed(config["training"].seed)
-    recipe = dataclasses.replace(config["training"], progress=False, max_minutes=None, snapshot_minutes=())
+    model_config = dataclasses.replace(config.model, **SHAPES.get(variant, {}))
+    torch.manual_seed(config.training.seed)
+    recipe = dataclasses.replace(config.training, progress=False, max_minutes=None, snapshot_minutes=())
     trainer = Trainer(Transformer(model_config), task, recipe, device=CPU)
     if "compile" in variant:
         trainer.run_model = torch.compile(trainer.run_model, dynamic=True)
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="write the record to this file (and the table beside it, .txt)")
     args = parser.parse_args(argv)
     config = load_config(args.config)
-    data, task_config = config["data"], config["task"]
+    data, task_config = config.data, config.task
     env = environment(CPU)
     report = Report()
     say = report.say
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         say(f"{variant:<{width}} {rate:9.2f} {rate / base:15.2f}x {rate * tokens[variant]:16.0f}")
     step_ms = 1e3 * seconds[args.variants[0]] / steps
     step_tokens = round(tokens[args.variants[0]])
-    model = config["model"]
+    model = config.model
     say(f"\nthe output layer alone, {step_tokens} target tokens (a step's mean), d_model {model.d_model}, "
         f"vocabulary {model.vocab_size}; one {args.variants[0]} step: {step_ms:.0f} ms")  # fmt: skip
     parts = {}

@@ -222,7 +222,7 @@ def model_config(name: str, vocab_size: int) -> TransformerConfig:
     """A preset's model (``base``), or a packaged run config's (``multi30k_de_en_tiny``: the shipped translator)."""
     if name in PRESETS:
         return TransformerConfig.preset(name, vocab_size=vocab_size)
-    return load_config(name)["model"].replace(vocab_size=vocab_size)
+    return load_config(name).model.replace(vocab_size=vocab_size)
 
 
 def peak_tflops(device: torch.device) -> float | None:
