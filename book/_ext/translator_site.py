@@ -3,9 +3,10 @@
 After an HTML build, ``_static/translator/`` of the output receives:
 
 * ``ort/``: ONNX Runtime Web (:mod:`book_tools.web.runtime`: pinned, checksum-verified, cached);
-* ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx`` and ``model.json`` (what the page
-  reads; ``tokenizer.model`` too, for Python), and ``models/tokenizer.json.gz``, the browser's
-  tokenizer, once for the directions that share it (``model.json`` names it), exported from the
+* ``models/<direction>/``: ``encoder.onnx``, ``decoder.onnx``, ``shared.bin`` (the tensors both
+  hold, stored once) and ``model.json`` (what the page reads; ``tokenizer.model`` too, for
+  Python), and ``models/tokenizer.json.gz``, the browser's tokenizer, once for the directions
+  that share it (``model.json`` names it), exported from the
   checkpoints that ``translator_models`` names in ``_config.yml`` (once per machine:
   :func:`book_tools.web.export.cached_export`), with the BLEU measured for exactly that
   checkpoint and precision in ``translator_record``, the confidence threshold and example
@@ -27,10 +28,10 @@ from pathlib import Path
 from sphinx.errors import ExtensionError
 
 from book_tools.web import runtime as web_runtime
-from book_tools.web.export import cached_export
+from book_tools.web.export import MODEL_FILES, cached_export
 from transformer_lib.files import sha256_of, write_text
 
-SERVED = ("encoder.onnx", "decoder.onnx", "tokenizer.model")  # and model.json; the tokenizer below
+SERVED = (*MODEL_FILES, "tokenizer.model")  # and model.json; the tokenizer below
 
 
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
@@ -98,10 +99,10 @@ def write_translator_files(app, exception) -> None:
             "test": [example["source"] for example in confidence["examples"]],
             "outside": [item["source"] for item in confidence["outside"][:2]],
         }
-        info["megabytes"] = round(sum((out / f).stat().st_size for f in ("encoder.onnx", "decoder.onnx")) / 1e6, 1)
+        info["megabytes"] = round(sum((out / f).stat().st_size for f in MODEL_FILES) / 1e6, 1)
         # each file's version, the start of its SHA-256: the page keeps the files in the browser's
         # Cache Storage under it, so that a reader's next visit downloads only a file that changed
-        served = {"encoder.onnx": out / "encoder.onnx", "decoder.onnx": out / "decoder.onnx"}
+        served = {file: out / file for file in MODEL_FILES}
         served[info["tokenizer"]] = (out / info["tokenizer"]).resolve()
         info["files"] = {file: sha256_of(path)[:16] for file, path in served.items()}
         write_text(out / "model.json", json.dumps(info, indent=2) + "\n")

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+from book_tools.web.export import MODEL_FILES as EXPORTED  # encoder.onnx, decoder.onnx, shared.bin
 from book_tools.web.export import OnnxTranslator
 from conftest import SITE
 from transformer_lib.attention import keep_attention_weights
@@ -701,7 +702,7 @@ SWITCH_TO = f"""async (direction) => {{  // the reader picks `direction`; resolv
   menu.dispatchEvent(new Event("change"));
   await ({LOADED})();
 }}"""
-MODEL_FILES = (".onnx", ".wasm", ".json.gz")  # the bytes that matter: models, the runtime, the tokenizer
+MODEL_FILES = (".onnx", ".bin", ".wasm", ".json.gz")  # the bytes that matter: models, the runtime, the tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -740,8 +741,7 @@ def test_only_the_direction_asked_for_is_downloaded(logged_site, browser, capsys
     base, log = logged_site
     shared = ["models/tokenizer.json.gz", "ort/ort-wasm-simd-threaded.wasm"]
     expected = {
-        d: sorted([*shared, *(f"models/{d}/{f}" for f in ("decoder.onnx", "encoder.onnx", "model.json"))])
-        for d in ("de_en", "en_de")
+        d: sorted([*shared, *(f"models/{d}/{f}" for f in (*EXPORTED, "model.json"))]) for d in ("de_en", "en_de")
     }
     lines = []
     for address, direction in (("", "de_en"), ("#en_de", "en_de")):
@@ -758,8 +758,8 @@ def test_only_the_direction_asked_for_is_downloaded(logged_site, browser, capsys
             context.close()
         assert chosen == direction and errors == [] and more_errors == []
         assert model_paths(requests) == expected[direction], requests
-        assert not [p for p in model_paths(switched) if direction in p and p.endswith(".onnx")]
-        assert {f"models/{other}/encoder.onnx", f"models/{other}/decoder.onnx"} <= set(model_paths(switched))
+        assert not [p for p in model_paths(switched) if direction in p and p.endswith((".onnx", ".bin"))]
+        assert {f"models/{other}/{f}" for f in EXPORTED} <= set(model_paths(switched))
         assert f"models/{other}/model.json" in model_paths(remembered)
         assert not [p for p in model_paths(remembered) if f"{direction}/" in p]
         lines.append(
@@ -843,6 +843,7 @@ def test_a_second_visit_downloads_no_model_and_works_offline(logged_site, browse
     assert [u for u in requests if u.endswith(MODEL_FILES)] == []
     versions = json.loads((MODELS / "de_en" / "model.json").read_text(encoding="utf-8"))["files"]
     assert f"models/de_en/encoder.onnx?v={versions['encoder.onnx']}" in keys, keys
+    assert f"models/de_en/shared.bin?v={versions['shared.bin']}" in keys, keys
     assert any(k.startswith("ort/ort-wasm-simd-threaded.wasm?v=") for k in keys), keys
     with capsys.disabled():
         print(

@@ -18,7 +18,7 @@ import torch
 
 from book_tools.cli import main as tools
 from book_tools.web import runtime as web_runtime
-from book_tools.web.export import OnnxTranslator, _charsmap_table, cached_export, export_onnx
+from book_tools.web.export import MODEL_FILES, OnnxTranslator, _charsmap_table, cached_export, export_onnx
 from transformer_lib.attention import keep_attention_weights
 from transformer_lib.batching import pad_ids
 from transformer_lib.config import BOS_ID, EOS_ID, DecodeConfig
@@ -105,16 +105,35 @@ def test_translate_one_reports_the_models_own_confidence_and_a_runaway(exported,
 
 def test_half_precision_files_hold_weights_in_fp16_and_fit_in_10_mb(exported):
     folder = cached_export(DE_EN, "fp16")
-    total = 0
     for name in ("encoder.onnx", "decoder.onnx"):
-        proto = onnx.load(folder / name)
+        proto = onnx.load(folder / name)  # with the tensors it reads from shared.bin
         big = [i for i in proto.graph.initializer if np.prod(i.dims) >= 256]
         kept_float = [i.name for i in big if i.data_type != onnx.TensorProto.FLOAT16]
         assert len(big) > 10 and kept_float == ["model.positional.table"]  # the sinusoids, exact
-        total += (folder / name).stat().st_size
-    assert total < 10e6
+    assert sum((folder / name).stat().st_size for name in MODEL_FILES) < 10e6
     info = json.loads((folder / "model.json").read_text(encoding="utf-8"))
     assert (info["src"], info["tgt"], info["precision"], info["parameters"]) == ("de", "en", "fp16", 2_605_568)
+
+
+def test_the_tensors_both_files_hold_are_stored_once(exported):
+    """The embedding (of the encoder, the decoder and the output layer) and the sinusoids' table are in
+    shared.bin, which both files name at the same places, and in neither file itself."""
+    folder = cached_export(DE_EN, "fp16")
+    external = {}
+    for name in ("encoder.onnx", "decoder.onnx"):
+        proto = onnx.load(folder / name, load_external_data=False)
+        external[name] = {
+            i.name: {entry.key: entry.value for entry in i.external_data}
+            for i in proto.graph.initializer
+            if i.data_location == onnx.TensorProto.EXTERNAL
+        }
+        assert not [i.name for i in proto.graph.initializer if i.name in external[name] and i.raw_data]
+    assert external["encoder.onnx"] == external["decoder.onnx"]
+    assert set(external["encoder.onnx"]) == {"model.generator.weight.fp16", "model.positional.table"}
+    places = external["encoder.onnx"].values()
+    assert {place["location"] for place in places} == {"shared.bin"}
+    ends = [int(place["offset"]) + int(place["length"]) for place in places]
+    assert max(ends) == (folder / "shared.bin").stat().st_size == 10_000 * 128 * 2 + 1024 * 128 * 4  # fp16, fp32
 
 
 def test_the_browsers_normalization_is_nfkc_and_the_maps_exceptions(exported):

@@ -11,6 +11,9 @@
   ``self_attention`` (batch, layers, heads, tgt_len, tgt_len). The decoder reads the whole prefix
   at every step (no key-value cache): for sentences of a few dozen tokens that is fast enough, and
   the last step's weights are one row per output token, the heatmaps of the book's translator page;
+* ``shared.bin``: the tensors both files hold byte for byte (the embedding that encoder, decoder
+  and output layer share, and the sinusoids' table), stored once: both ``.onnx`` files name it as
+  their external data, so a reader downloads them once (a third of lesson 11's int8 files);
 * ``tokenizer.model`` (SentencePiece, for Python) and ``tokenizer.json.gz`` (the same pieces and
   scores, and what its normalization does beyond NFKC, for the browser's tokenizer: 70 KB);
 * ``model.json``: languages, sizes, special ids, decoding limits, precision and the checkpoint's SHA-256.
@@ -61,8 +64,10 @@ from transformer_lib.translation import load_model, translate_in_batches
 PRECISIONS = ("fp32", "fp16", "int8")
 OPSET = 20
 MAX_BATCH = 4096  # sentences per call of the exported files
-FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "tokenizer.json.gz", "model.json")
-PYTHON_FILES = ("encoder.onnx", "decoder.onnx", "tokenizer.model", "model.json")  # what OnnxTranslator reads
+SHARED = "shared.bin"  # the tensors encoder and decoder share, stored once (_store_shared_once)
+FILES = ("encoder.onnx", "decoder.onnx", SHARED, "tokenizer.model", "tokenizer.json.gz", "model.json")
+PYTHON_FILES = ("encoder.onnx", "decoder.onnx", SHARED, "tokenizer.model", "model.json")  # what OnnxTranslator reads
+MODEL_FILES = ("encoder.onnx", "decoder.onnx", SHARED)  # the model's bytes: what a reader downloads, with the tokenizer
 
 
 class _Encoder(nn.Module):
@@ -176,6 +181,38 @@ def _quantize_int8(proto):
         onnx.save(proto, source)
         quantize_dynamic(source, target, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gather"])
         return onnx.load(target)
+
+
+def _store_shared_once(encoder, decoder, align: int = 64) -> bytes:
+    """Move every tensor that ``encoder`` and ``decoder`` both hold, under the same name and byte for
+    byte (the embedding the encoder, the decoder and the output layer share; the sinusoids' table),
+    out of both protos into one external data file, ``SHARED``, which both name with the tensor's
+    offset and length. Returns that file's bytes. The graphs and every value stay as they were: only
+    where the bytes are stored changes (ONNX Runtime reads them from the file beside the ``.onnx``
+    in Python, from the ``externalData`` it is given in a browser)."""
+    from onnx import TensorProto
+
+    theirs = {tensor.name: tensor for tensor in decoder.graph.initializer}
+    blob = bytearray()
+    for tensor in encoder.graph.initializer:
+        other = theirs.get(tensor.name)
+        if (
+            other is None
+            or len(tensor.raw_data) < 4096  # small tensors: not worth a second file's bookkeeping
+            or other.SerializeToString() != tensor.SerializeToString()
+        ):
+            continue
+        blob += bytes(-len(blob) % align)
+        offset, length = len(blob), len(tensor.raw_data)
+        blob += tensor.raw_data
+        for stored in (tensor, other):
+            stored.ClearField("raw_data")
+            stored.data_location = TensorProto.EXTERNAL
+            del stored.external_data[:]
+            for key, value in (("location", SHARED), ("offset", str(offset)), ("length", str(length))):
+                entry = stored.external_data.add()
+                entry.key, entry.value = key, value
+    return bytes(blob)
 
 
 def _charsmap_table(blob: bytes) -> dict[str, str]:
@@ -301,11 +338,15 @@ def export_onnx(checkpoint: str | os.PathLike, out_dir: str | os.PathLike, preci
         (["tgt", "memory", "src"], ["logits", "cross_attention", "self_attention"]),
         {"tgt": {0: batch, 1: tgt_len}, "memory": {0: batch, 1: src_len}, "src": {0: batch, 1: src_len}},
     )
-    for name, proto in (("encoder.onnx", encoder), ("decoder.onnx", decoder)):
+    protos = []
+    for proto in (encoder, decoder):
         if precision == "fp16":
             _store_half(proto)
         elif precision == "int8":
             proto = _quantize_int8(proto)
+        protos.append(proto)
+    write_bytes(out / SHARED, _store_shared_once(*protos))
+    for name, proto in zip(("encoder.onnx", "decoder.onnx"), protos, strict=True):
         write_bytes(out / name, proto.SerializeToString())
     write_bytes(out / "tokenizer.model", tokenizer.to_bytes())
     spec = json.dumps(tokenizer_spec(tokenizer), ensure_ascii=False).encode()
