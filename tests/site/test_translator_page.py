@@ -11,7 +11,7 @@ import json
 import random
 import re
 import statistics
-from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -20,10 +20,8 @@ import torch
 from book_tools.web.export import MODEL_FILES as EXPORTED  # encoder.onnx, decoder.onnx, shared.bin
 from book_tools.web.export import OnnxTranslator
 from conftest import SITE
-from transformer_lib.attention import keep_attention_weights
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import NEVER_GENERATED, beam_search
-from transformer_lib.translation import load_model
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -357,7 +355,6 @@ def test_examples_confidence_and_a_sentence_that_did_not_finish(site, mirror):
 
 # -- Look inside the translator (book/inside.md) ------------------------------------------------
 INSIDE = "book/inside.html"
-DE_EN_CHECKPOINT = Path(__file__).parents[2] / "translators/de_en.model_fp16.pt"  # what the site exports
 INSIDE_SENTENCE = "Ein Mann mit einer Sonnenbrille fährt auf einem Roller."
 # Drives the page as a reader would (set a box, press a button) and waits until it has redrawn.
 INSIDE_DRIVER = (
@@ -457,7 +454,8 @@ def test_the_inside_page_loads_the_chosen_model_when_it_opens(inside_site):
 
 
 def test_the_inside_page_steps_as_the_package_decodes(inside_site):
-    """Greedy steps, the first step's top ten probabilities and the attention rows equal PyTorch's."""
+    """Greedy steps, the first step's top ten probabilities and the attention rows equal those of the files the
+    site serves, in the precision it serves them, run by the package in Python (ONNX Runtime)."""
     got = inside(
         inside_site,
         f"""$("inside-input").value = {json.dumps(INSIDE_SENTENCE)};
@@ -479,31 +477,30 @@ def test_the_inside_page_steps_as_the_package_decodes(inside_site):
           encoder: view("encoder", "0", "3"),
         }};""",
     )
-    model, tokenizer, _ = load_model(Path(__file__).parents[2] / "translators/de_en.model_fp16.pt", "cpu")
-    model = model.float()
-    keep_attention_weights(model)
+    python = exported("de_en")
+    tokenizer = python.tokenizer
     src = torch.tensor([tokenizer.encode(INSIDE_SENTENCE, eos=True)])
-    ids = exported("de_en").greedy(src)[0]
+    ids = python.greedy(src)[0]
     assert got["text"] == tokenizer.decode(ids) and len(got["prefix"]) == len(ids) + 2  # <bos> ... <eos>
-    prefix = torch.tensor([[1, *ids, 2]])
-    with torch.no_grad():
-        memory, mask = model.encode(src)
-        logits = model.decode(prefix[:, :1], memory, mask)[0, -1]
-        logits[NEVER_GENERATED] = float("-inf")
-        probs = logits.softmax(-1)
-        model.decode(prefix, memory, mask)
+    prefix = np.array([[1, *ids, 2]])
+    memory, encoder = python.encoder.run(["memory", "encoder_attention"], {"src": src.numpy()})
+    (first,) = python.decoder.run(["logits"], {"tgt": prefix[:, :1], "memory": memory, "src": src.numpy()})
+    cross, causal = python.decoder.run(
+        ["cross_attention", "self_attention"], {"tgt": prefix, "memory": memory, "src": src.numpy()}
+    )  # (1, layers, heads, len(prefix), len(src)) and (1, layers, heads, len(prefix), len(prefix))
+    logits = torch.from_numpy(first[0])
+    logits[NEVER_GENERATED] = float("-inf")
+    probs = logits.softmax(-1)
     top10 = probs.topk(10)
     assert [i for i, _ in got["first"]] == top10.indices.tolist()
     assert np.allclose([p for _, p in got["first"]], top10.values.numpy(), atol=1e-3)
     sharp = (logits / 0.5).topk(5)  # temperature 0.5 among the top 5, as decoding.sample_token draws
     assert [i for i, _ in got["sharp"]] == sharp.indices.tolist()
     assert np.allclose([p for _, p in got["sharp"]], sharp.values.softmax(-1).numpy(), atol=1e-3)
-    cross = model.decoder.layers[1].cross_attn.weights[0, 2].numpy()  # (tgt, src): layer 2, head 3
-    assert np.allclose(got["cross"], cross, atol=1e-3)
-    causal = torch.stack([layer.self_attn.weights[0] for layer in model.decoder.layers]).mean((0, 1)).numpy()
-    assert np.allclose(got["causal"], causal, atol=1e-3)
+    assert np.allclose(got["cross"], cross[0, 1, 2], atol=1e-3)  # (tgt, src): layer 2, head 3
+    assert np.allclose(got["causal"], causal[0].mean((0, 1)), atol=1e-3)
     assert np.triu(np.array(got["causal"]), k=1).max() == 0  # nothing above the diagonal: the causal mask
-    assert np.allclose(got["encoder"], model.encoder.layers[0].self_attn.weights[0, 3].numpy(), atol=1e-3)
+    assert np.allclose(got["encoder"], encoder[0, 0, 3], atol=1e-3)
 
 
 def test_the_inside_pages_confidence_is_the_translator_pages(inside_site):
@@ -565,8 +562,26 @@ def test_the_inside_page_explains_bad_input(inside_site):
     assert got["keyboard"]  # native buttons, selects and inputs: every control works from the keyboard
 
 
+class ServedModel:
+    """The files the site serves, in Python, as the model :func:`~transformer_lib.decoding.beam_search` searches
+    with: ``encode`` gives the memory and, as the "mask", the source ids (the exported decoder masks padding
+    itself); ``decode`` scores the next token of every prefix, without a cache."""
+
+    def __init__(self, translator: OnnxTranslator) -> None:
+        self.translator = translator
+        self.config = SimpleNamespace(max_len=translator.info["config"]["max_len"])
+
+    def encode(self, src):
+        return torch.from_numpy(self.translator.encode(src)), src
+
+    def decode(self, tgt, memory, src, cache=None, last=False):
+        assert cache is None  # beam_search(..., use_cache=False)
+        return self.translator.next_logits(tgt, memory.numpy(), src)[0][:, None]  # (batch, 1, vocab)
+
+
 def test_the_inside_pages_beam_search_is_the_packages(inside_site):
-    """The page's beam search picks what decoding.beam_search picks, for two beam sizes and penalties."""
+    """The page's beam search picks what decoding.beam_search picks on the files the site serves, for two beam
+    sizes and penalties."""
     jobs = [(text, k, alpha) for text in SENTENCES["de_en"][:3] for k, alpha in ((5, 0.6), (2, 1.0))]
     got = inside(
         inside_site,
@@ -581,11 +596,11 @@ def test_the_inside_pages_beam_search_is_the_packages(inside_site):
         }}
         return out;""",
     )
-    model, tokenizer, _ = load_model(DE_EN_CHECKPOINT, "cpu")
-    model = model.float()
+    python = exported("de_en")
+    model, tokenizer = ServedModel(python), python.tokenizer
     for (text, k, alpha), result in zip(jobs, got, strict=True):
         src = torch.tensor([tokenizer.encode(text, eos=True)])
-        expected = beam_search(model, src, beam_size=k, alpha=alpha)[0]
+        expected = beam_search(model, src, beam_size=k, alpha=alpha, use_cache=False)[0]
         assert result["winner"] == tokenizer.decode(expected), (text, k, alpha)
         assert result["hypotheses"] == k and result["steps"] >= len(expected) + 1
 
