@@ -1,20 +1,26 @@
-"""Checkpoints: one format, written atomically, read safely, averaged (lessons 9 and 10).
+"""A run's files: every checkpoint of a run folder written and read here, through one typed record (lessons 9-11).
 
-A run folder holds ``checkpoint.pt``, everything a resumed run needs (written by
-:meth:`~transformer_lib.training.trainer.Trainer.save_checkpoint`: ``model``, ``model_config``,
-``train_config``, ``optimizer``, ``scheduler``, ``scaler`` (fp16's loss scale), ``position``,
-``rng`` with one entry per process, and, from the command line, ``tokenizer`` and ``meta``, the
-:class:`RunRecord`); with
-``keep_last`` also the weights of the last steps, ``weights-step<step>.pt`` (``model`` and ``step``), which
-:func:`average_checkpoints` averages into ``checkpoint_averaged.pt``; with ``snapshot_minutes`` the
-models of earlier moments, ``snapshot-<minutes>min.pt`` (``model``, ``model_config``, ``snapshot``
-and the CLI's entries). Files hold only tensors and
-plain Python values, so :func:`load_checkpoint` reads them with ``weights_only=True``, which never
-runs code from the file. A command that reads a model takes a run folder or one of its files.
+A :class:`Checkpoint` is what one file holds; :meth:`Checkpoint.entries` is the one place that
+names the keys written, and :meth:`Checkpoint.of` the one place that reads them back. A run folder
+holds:
+
+* ``checkpoint.pt``: the weights and a :class:`TrainingState`, everything a resumed run needs;
+* ``weights-step<step>.pt``: with ``keep_last``, the weights of the last steps, which
+  :func:`average_checkpoints` averages into ``checkpoint_averaged.pt``;
+* ``snapshot-<minutes>min.pt``: with ``snapshot_minutes``, the model of an earlier moment;
+* ``model_fp16.pt``: the evaluated weights in half precision, small enough to share;
+* ``metrics.csv``: one row per step and validation (:class:`RunFolder`).
+
+Files of the ``train`` command also carry the :class:`RunRecord`: the direction, the model's
+config, how it decodes, and the tokenizer. Files hold only tensors and plain Python values, so
+:func:`load_checkpoint` reads them with ``weights_only=True``, which never runs code from the file.
+Each file says its ``format``; the files of 0.3.0 and before, which do not, are format 1, the same
+entries. A command that reads a model takes a run folder or one of its files.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -28,9 +34,11 @@ from transformer_lib.config import DecodeConfig, TransformerConfig
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path
 
+FORMAT = 2  # the layout of a checkpoint file; 1: the files of 0.3.0 and before (no "format" entry)
 CHECKPOINT = "checkpoint.pt"  # a run folder's latest full checkpoint
-AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the tokenizer
-HALF = "model_fp16.pt"  # the evaluated weights in half precision, with the tokenizer: small enough to share
+AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the run record
+HALF = "model_fp16.pt"  # the evaluated weights in half precision, with the run record: small enough to share
+METRICS = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]
 
 
 def save(obj: object, path: str | os.PathLike) -> Path:
@@ -65,34 +73,149 @@ def kept_weights(run_dir: str | os.PathLike) -> list[Path]:
     return sorted(Path(run_dir).glob("weights-step*.pt"))
 
 
-def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]:
-    """The element-wise mean of the model weights in ``paths`` (the paper averages the last 5 or 20).
+@dataclass(frozen=True)
+class RunRecord:
+    """What a trained translator is, besides its weights: the direction, the model's config, how it
+    decodes (the run's own settings, as its scores.json used them) and its tokenizer (SentencePiece's bytes)."""
 
-    Averaging the last checkpoints of a run smooths the noise of the final updates; it is
-    cheaper than an ensemble and usually gains a little BLEU. Integer buffers are taken from the
-    last checkpoint.
+    src: str
+    tgt: str
+    model: TransformerConfig
+    decoding: DecodeConfig = field(default_factory=DecodeConfig)
+    tokenizer: bytes = b""
+
+    @property
+    def direction(self) -> str:
+        return f"{self.src}_{self.tgt}"
+
+
+@dataclass
+class Position:
+    """Where a run is: optimizer steps taken, the epoch and the batch in it, and seconds of training
+    (validations included, across resumes). The trainer moves its own; a checkpoint keeps a copy."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainingState:
+    """What a resumed run needs besides the weights: its training config (as a dict, for the record),
+    the optimizer's and the schedule's state, fp16's loss scale ({} for the other precisions), the
+    position, and every process's random generators (each draws its own dropout)."""
+
+    config: dict
+    optimizer: dict
+    scheduler: dict
+    scaler: dict
+    position: Position
+    rng: list[dict]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """When a snapshot was taken: after ``minutes`` (``seconds`` exactly) and ``step`` steps, its weights
+    the mean of the last ``averaged`` kept ones (0: the weights of that moment)."""
+
+    minutes: float
+    seconds: float | None
+    step: int
+    averaged: int = 0
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One file of a run folder: weights, and what else that file holds (None: not in this file).
+
+    ``model_config`` is any model's dataclass config as a dict; a file of the ``train`` command has a
+    ``run`` record instead, whose ``model`` it is. ``training``: ``checkpoint.pt``'s resume state;
+    ``snapshot``: a snapshot's moment; ``step``: a kept weights file's step.
     """
-    if not paths:
-        raise InvalidValue("no checkpoints to average: train with keep_last > 0 to keep some")
-    states = [load_checkpoint(p)["model"] for p in paths]
-    if any(state.keys() != states[0].keys() for state in states):
-        raise InvalidValue("the checkpoints hold different parameters: they must come from the same model")
-    averaged = {}
-    for name, last in states[-1].items():
-        if last.is_floating_point():
-            averaged[name] = (sum(state[name].double() for state in states) / len(states)).to(last.dtype)
-        else:
-            averaged[name] = last
-    return averaged
+
+    weights: dict[str, Tensor]
+    model_config: dict | None = None
+    run: RunRecord | None = None
+    training: TrainingState | None = None
+    snapshot: Snapshot | None = None
+    step: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.run is not None and self.model_config not in (None, dataclasses.asdict(self.run.model)):
+            raise InvalidValue("a checkpoint's model_config and its run record's model differ: give one of them")
+
+    def entries(self) -> dict:
+        """The file's entries: the one place that names them."""
+        out: dict = {"format": FORMAT, "model": self.weights}
+        model_config = dataclasses.asdict(self.run.model) if self.run else self.model_config
+        if model_config is not None:
+            out["model_config"] = model_config
+        if self.run is not None:
+            run = self.run
+            out["meta"] = {"src": run.src, "tgt": run.tgt, "decoding": dataclasses.asdict(run.decoding)}
+            out["tokenizer"] = run.tokenizer
+        if self.training is not None:
+            t = self.training
+            out |= {"train_config": t.config, "optimizer": t.optimizer, "scheduler": t.scheduler}
+            out |= {"scaler": t.scaler, "position": dataclasses.asdict(t.position), "rng": t.rng}
+        if self.snapshot is not None:
+            out["snapshot"] = dataclasses.asdict(self.snapshot)
+        if self.step is not None:
+            out["step"] = self.step
+        return out
+
+    @classmethod
+    def of(cls, entries: dict, path: str | os.PathLike = "the checkpoint") -> Checkpoint:
+        """The checkpoint in a file's ``entries`` (format 1 or 2); one clear error for a newer format."""
+        version = entries.get("format", 1)
+        if version > FORMAT:
+            raise InvalidValue(
+                f"{path} is in checkpoint format {version}, newer than this package's {FORMAT}: upgrade "
+                "transformer-book to read it"
+            )
+        run = training = None
+        if "meta" in entries:  # the train command's files; a run's first ones held no decoding
+            meta = entries["meta"]
+            model = TransformerConfig(**entries["model_config"])
+            decoding = DecodeConfig(**meta.get("decoding", {}))
+            run = RunRecord(meta["src"], meta["tgt"], model, decoding, entries.get("tokenizer", b""))
+        if "optimizer" in entries:
+            position = Position(**{"seconds": 0.0, **entries["position"]})  # no seconds before time budgets
+            training = TrainingState(
+                entries.get("train_config", {}), entries["optimizer"], entries["scheduler"],
+                entries.get("scaler") or {},  # absent before fp16, empty when it was off
+                position, entries["rng"],
+            )  # fmt: skip
+        snapshot = Snapshot(**entries["snapshot"]) if "snapshot" in entries else None
+        model_config = None if run else entries.get("model_config")
+        return cls(entries["model"], model_config, run, training, snapshot, entries.get("step"))
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the file atomically."""
+        return save(self.entries(), path)
+
+    def half(self) -> Checkpoint:
+        """The weights in fp16 with the model's config and run record only (no training state).
+
+        Half the size of fp32 weights and a quarter of a full checkpoint; the model loads it as usual
+        (``load_state_dict`` casts back to the model's dtype). Tied weights stay one tensor.
+        """
+        halves: dict[int, Tensor] = {}  # one tensor under several names stays one tensor
+        weights = {
+            k: halves.setdefault(v.data_ptr(), v.half()) if v.is_floating_point() else v
+            for k, v in self.weights.items()
+        }
+        return Checkpoint(weights, self.model_config, self.run)
 
 
-def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Read a checkpoint (tensors and plain Python values only: ``weights_only=True``)."""
+def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """Read a checkpoint file (tensors and plain Python values only: ``weights_only=True``)."""
     path = Path(path)
     if not path.is_file():
         raise MissingFile(f"no checkpoint at {path}; train a model first (python -m transformer_lib train ...)")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        entries = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # pickle, zip and torch errors: a damaged file, or not a checkpoint at all
         text = str(exc).strip()
         if "Unsupported global" in text:  # PyTorch's advice here, weights_only=False, would run the file's code
@@ -104,41 +227,30 @@ def load_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         raise InvalidValue(
             f"{path} is not a readable checkpoint of this package (damaged, truncated or another format: {reason})"
         ) from None
+    if not isinstance(entries, dict) or "model" not in entries:
+        raise InvalidValue(f"{path} is not a checkpoint of this package (it holds no model weights)")
+    return Checkpoint.of(entries, path)
 
 
-@dataclass(frozen=True)
-class RunRecord:
-    """What a trained translator is, besides its weights: the direction, the model's config, how it decodes.
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]:
+    """The element-wise mean of the model weights in ``paths`` (the paper averages the last 5 or 20).
 
-    The ``train`` command writes it into every checkpoint of a run (:meth:`entries`) and every
-    reader takes it back with :meth:`of`: this class is the one place that knows the layout
-    (``model_config``, and ``meta`` with ``src``, ``tgt`` and ``decoding``).
+    Averaging the last checkpoints of a run smooths the noise of the final updates; it is
+    cheaper than an ensemble and usually gains a little BLEU. Integer buffers are taken from the
+    last checkpoint.
     """
-
-    src: str
-    tgt: str
-    model: TransformerConfig
-    decoding: DecodeConfig = field(default_factory=DecodeConfig)  # the run's own: as its scores.json used
-
-    @property
-    def direction(self) -> str:
-        return f"{self.src}_{self.tgt}"
-
-    def entries(self) -> dict:
-        """The checkpoint entries that hold this record."""
-        meta = {"src": self.src, "tgt": self.tgt, "decoding": dataclasses.asdict(self.decoding)}
-        return {"model_config": dataclasses.asdict(self.model), "meta": meta}
-
-    @classmethod
-    def of(cls, state: dict) -> RunRecord:
-        """The record in a checkpoint written by the ``train`` command (a run's first ones hold no decoding)."""
-        meta = state["meta"]
-        return cls(
-            meta["src"],
-            meta["tgt"],
-            TransformerConfig(**state["model_config"]),
-            DecodeConfig(**meta.get("decoding", {})),
-        )
+    if not paths:
+        raise InvalidValue("no checkpoints to average: train with keep_last > 0 to keep some")
+    states = [load_checkpoint(p).weights for p in paths]
+    if any(state.keys() != states[0].keys() for state in states):
+        raise InvalidValue("the checkpoints hold different parameters: they must come from the same model")
+    averaged = {}
+    for name, last in states[-1].items():
+        if last.is_floating_point():
+            averaged[name] = (sum(state[name].double() for state in states) / len(states)).to(last.dtype)
+        else:
+            averaged[name] = last
+    return averaged
 
 
 def model_file(path: str | os.PathLike) -> Path:
@@ -156,24 +268,77 @@ def model_file(path: str | os.PathLike) -> Path:
     )
 
 
-def load_run_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """A checkpoint written by the ``train`` command (or a run folder holding one), with the run's tokenizer
-    and :class:`RunRecord`."""
+def load_run_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> Checkpoint:
+    """A checkpoint written by the ``train`` command (or a run folder holding one): it has a run record."""
     path = model_file(path)
-    state = load_checkpoint(path, map_location)
-    if "tokenizer" not in state:
+    checkpoint = load_checkpoint(path, map_location)
+    if checkpoint.run is None or not checkpoint.run.tokenizer:
         raise InvalidValue(f"{path} has no tokenizer: it was not written by 'python -m transformer_lib train'")
-    return state
+    return checkpoint
 
 
-def half_precision(state: dict) -> dict:
-    """A run checkpoint's weights, tokenizer and metadata only, with floating-point weights in fp16.
+class RunFolder:
+    """The files a training run writes in ``path`` (None: a run that writes nothing), by the main process only.
 
-    Half the size of fp32 weights and a quarter of a full checkpoint (no optimizer state); the
-    model loads it as usual (``load_state_dict`` casts back to the model's dtype).
+    The checkpoint, with ``keep_last`` the weights of the last checkpoints kept for averaging,
+    snapshots, and ``metrics.csv``, one row per step and validation, cut back on resume so that no
+    step is logged twice.
     """
-    halves: dict[int, Tensor] = {}  # tied weights (one tensor under several names) stay one tensor
-    weights = {
-        k: halves.setdefault(v.data_ptr(), v.half()) if v.is_floating_point() else v for k, v in state["model"].items()
-    }
-    return {"model": weights, **{k: state[k] for k in ("model_config", "tokenizer", "meta")}}
+
+    def __init__(self, path: str | os.PathLike | None, is_main: bool = True) -> None:
+        self.path = Path(path) if path is not None else None
+        self.is_main = is_main
+        if self.path is not None and is_main:  # what a write killed midway left (atomic writes' temporary names)
+            for leftover in self.path.glob(".*.part"):
+                leftover.unlink()
+
+    @property
+    def writes(self) -> bool:
+        return self.path is not None and self.is_main
+
+    def log(self, record: dict) -> None:
+        """One row of ``metrics.csv``: a step's or a validation's record."""
+        if not self.writes:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        path = self.path / "metrics.csv"
+        new = not path.exists()
+        with open(path, "a", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=METRICS)
+            if new:
+                writer.writeheader()
+            writer.writerow(record)
+
+    def forget_metrics_after(self, step: int) -> None:
+        """Drop metrics.csv rows past ``step``: a resumed run trains them again (no step twice)."""
+        path = self.path / "metrics.csv" if self.writes else None
+        if path is None or not path.exists():
+            return
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+        kept = [rows[0], *(row for row in rows[1:] if int(row[0]) <= step)]
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows(kept)
+
+    def save_checkpoint(self, checkpoint: Checkpoint, keep_last: int = 0) -> Path | None:
+        """Write ``checkpoint`` to the folder's ``checkpoint.pt``; with ``keep_last`` set, also keep the weights
+        of the last ``keep_last`` checkpoints as ``weights-step<step>.pt``."""
+        if not self.writes:
+            return None
+        if keep_last:
+            step = checkpoint.training.position.step
+            Checkpoint(checkpoint.weights, step=step).save(weights_path(self.path, step))
+            for old in kept_weights(self.path)[:-keep_last]:
+                old.unlink()
+        return checkpoint.save(self.path / CHECKPOINT)
+
+    def save_snapshot(self, checkpoint: Checkpoint, keep_last: int = 0) -> Path | None:
+        """``snapshot-<minutes>min.pt``: ``checkpoint`` (weights, config, run record and its moment), with the
+        mean of the last ``keep_last`` kept weights in place of its own weights when there are any."""
+        if not self.writes:
+            return None
+        kept = kept_weights(self.path)[-keep_last:] if keep_last else []
+        moment = dataclasses.replace(checkpoint.snapshot, averaged=len(kept))
+        weights = average_checkpoints(kept) if kept else checkpoint.weights
+        snapshot = dataclasses.replace(checkpoint, weights=weights, snapshot=moment)
+        return snapshot.save(snapshot_path(self.path, moment.minutes))

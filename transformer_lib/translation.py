@@ -123,8 +123,8 @@ def evaluate_split(
 def load_model(checkpoint: str | Path, device: torch.device) -> tuple[Transformer, Tokenizer, RunRecord]:
     """The model, tokenizer and :class:`~transformer_lib.checkpoint.RunRecord` of a run: its folder,
     or a checkpoint file that ``train`` wrote."""
-    state = load_run_checkpoint(checkpoint, map_location=device)
-    record = RunRecord.of(state)
+    saved = load_run_checkpoint(checkpoint, map_location=device)
+    record = saved.run
     model = Transformer(record.model).to(device)
-    model.load_state_dict(state["model"])
-    return model.eval(), Tokenizer(state["tokenizer"]), record
+    model.load_state_dict(saved.weights)
+    return model.eval(), Tokenizer(record.tokenizer), record

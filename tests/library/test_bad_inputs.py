@@ -137,7 +137,7 @@ def test_ctrl_c_stops_at_the_end_of_the_step_with_a_checkpoint_that_resumes_exac
     assert signal.getsignal(signal.SIGINT) is before  # handlers restored
     resumed = make_trainer(task)
     resumed.load_state(load_checkpoint(tmp_path / "checkpoint.pt"))
-    assert resumed.step == 3
+    assert resumed.position.step == 3
     assert [r["loss"] for r in resumed.train() if "loss" in r] == straight[3:]
 
 
@@ -245,7 +245,7 @@ def test_sigterm_from_a_scheduler_also_stops_with_a_checkpoint(tmp_path):
     trainer = make_trainer(TermAt(task, step=2), run_dir=tmp_path)
     with pytest.raises(Interrupted, match="stopped at step 2"):
         trainer.train()
-    assert load_checkpoint(tmp_path / "checkpoint.pt")["position"]["step"] == 2
+    assert load_checkpoint(tmp_path / "checkpoint.pt").training.position.step == 2
 
 
 def test_a_write_killed_midway_leaves_nothing_after_the_next_start(tmp_path):

@@ -6,11 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from conftest import run_cli
 from transformer_lib import TransformerConfig, checkpoint
-from transformer_lib.checkpoint import RunRecord, model_file
+from transformer_lib.checkpoint import model_file
 from transformer_lib.cli import main
 from transformer_lib.config import DecodeConfig
 from transformer_lib.training.run_config import CONFIG_DIR, load_config
@@ -51,8 +52,8 @@ def test_train_writes_a_complete_run_folder(smoke_run):
 
 def test_the_run_folders_config_repeats_the_run(smoke_run):
     given, written = load_config("smoke"), load_config(str(smoke_run / "config.yaml"))
-    for section in ("data", "model", "training", "decoding", "evaluation"):
-        assert written[section] == given[section], section
+    for section in ("data", "model", "task", "training", "decoding", "evaluation"):
+        assert getattr(written, section) == getattr(given, section), section
 
 
 def test_evaluate_and_translate(smoke_run):
@@ -98,11 +99,14 @@ def test_every_command_that_reads_a_model_takes_its_run_folder(smoke_run, tmp_pa
 def test_a_run_record_is_read_and_written_in_one_place():
     """The committed translators' records read back as typed values, and write back unchanged."""
     for path in sorted(ROOT.glob("translators/*_*.model_fp16.pt"))[:2]:
-        state = checkpoint.load_checkpoint(path)
-        record = RunRecord.of(state)
+        saved = checkpoint.load_checkpoint(path)
+        record = saved.run
         assert path.name.startswith(record.direction) and isinstance(record.decoding, DecodeConfig)
-        assert record.model == TransformerConfig(**state["model_config"])
-        assert RunRecord.of({**state, **record.entries()}) == record
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+        assert record.model == TransformerConfig(**raw["model_config"]) and record.tokenizer == raw["tokenizer"]
+        written = saved.entries()
+        assert written.keys() - raw.keys() == {"format"} and written["model_config"] == raw["model_config"]
+        assert checkpoint.Checkpoint.of(written).run == record
 
 
 def test_translate_keeps_blank_lines_and_skips_only_what_it_cannot_read(smoke_run):

@@ -44,7 +44,7 @@ def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation
     one = train(tmp_path / "one", grad_accum=2)
     mp.spawn(worker, args=(2, str(tmp_path / "store"), str(tmp_path / "two")), nprocs=2)
     two = load_checkpoint(tmp_path / "two" / "checkpoint.pt")
-    assert two["position"]["step"] == one.step > 10
+    assert two.training.position.step == one.position.step > 10
     worst = 0.0
     for name, weight in one.model.state_dict().items():
         if name.endswith("k_proj.bias"):
@@ -52,7 +52,7 @@ def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation
             # true gradient is 0, its computed one rounding noise (~1e-10), and Adam (eps 1e-9) turns
             # noise into steps of the learning rate's size. It changes no output, so it is skipped.
             continue
-        worst = max(worst, (two["model"][name] - weight).abs().max().item())
+        worst = max(worst, (two.weights[name] - weight).abs().max().item())
     # Summed in another order, gradients differ in their last bits, and Adam's division by
     # sqrt(v) + 1e-9 enlarges that where a gradient is near 0: agreement to 1e-3 (weights ~0.1).
     assert worst < 1e-3, worst
@@ -61,7 +61,7 @@ def test_two_processes_train_the_same_weights_as_one_with_twice_the_accumulation
     steps_one = [r for r in one.history if "loss" in r]
     for key in ("loss", "grad_norm"):  # the same loss and the same gradient (before Adam) at every step
         assert [float(r[key]) for r in steps_two] == pytest.approx([r[key] for r in steps_one], rel=1e-4), key
-    assert len(two["rng"]) == 2  # every process's random state, for an exact resume
+    assert len(two.training.rng) == 2  # every process's random state, for an exact resume
     # The validation loss is the same too: each process scores half the batches and they add up.
     val_one = [r["val_loss"] for r in one.history if "val_loss" in r]
     val_two = [float(r["val_loss"]) for r in logged if r["val_loss"]]
@@ -82,7 +82,7 @@ def test_torchrun_trains_from_the_command_line(mirror, tmp_path):
     assert '"processes": 2' in environment
     assert (run_dir / "scores.json").is_file() and (run_dir / "val.hyp.txt").is_file()
     state = load_checkpoint(run_dir / "checkpoint.pt")
-    assert 0 < state["position"]["step"] <= 20 and len(state["rng"]) == 2
+    assert 0 < state.training.position.step <= 20 and len(state.training.rng) == 2
 
 
 def test_cuda_graphs_compile_the_training_steps_alone_and_only_on_a_gpu(monkeypatch):
@@ -90,10 +90,9 @@ def test_cuda_graphs_compile_the_training_steps_alone_and_only_on_a_gpu(monkeypa
     compiled = []
     monkeypatch.setattr(torch, "compile", lambda m, **kw: compiled.append(kw) or ("compiled", kw.get("mode")))
     model = torch.nn.Linear(2, 2)
-    assert distributed.wrapped(model, torch.device("cpu"), True, 1, cuda_graphs=True) == (model, model, model)
+    graphs, both = TrainConfig(cuda_graphs=True), TrainConfig(compile=True, cuda_graphs=True)
+    assert distributed.wrap(model, torch.device("cpu"), both, 1) is model
     assert compiled == []
-    eval_model, parallel, run_model = distributed.wrapped(model, torch.device("cuda"), False, 1, cuda_graphs=True)
-    assert (eval_model, parallel, run_model) == (model, model, ("compiled", "reduce-overhead"))
-    eval_model, _, run_model = distributed.wrapped(model, torch.device("cuda"), True, 1, cuda_graphs=True)
-    assert (eval_model, run_model) == (("compiled", None), ("compiled", "reduce-overhead"))
+    assert distributed.wrap(model, torch.device("cuda"), graphs, 1) == ("compiled", "reduce-overhead")
+    assert distributed.wrap(model, torch.device("cuda"), TrainConfig(compile=True), 1) == ("compiled", None)
     assert all(kw["dynamic"] for kw in compiled)  # token batches change shape: one graph per shape, not a compile

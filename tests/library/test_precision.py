@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_training import Delegating, random_examples
 
-from transformer_lib import Transformer, TransformerConfig
+from transformer_lib import Transformer, TransformerConfig, load_checkpoint
 from transformer_lib.cli import main
 from transformer_lib.training import PRECISIONS, TrainConfig, Trainer, resolve_precision
 from transformer_lib.training.run_config import CONFIG_DIR, load_config
@@ -153,11 +153,11 @@ def test_the_scale_and_the_weights_resume_exactly(tmp_path):
     first = scaled_trainer(task())
     for i in range(2):
         first.train_step(batches[i : i + 1])
-    path = first.save_checkpoint(tmp_path / "checkpoint.pt")
+    path = first.checkpoint().save(tmp_path / "checkpoint.pt")
     rest = task()
     rest.calls = 2  # the overflow is behind it, as in the first run
     resumed = scaled_trainer(rest, scale=1.0)  # a different scale, which the checkpoint replaces
-    resumed.load_state(torch.load(path, weights_only=True))
+    resumed.load_state(load_checkpoint(path))
     assert resumed.amp.scaler.get_scale() == 2.0**9
     for i in range(2, 4):
         resumed.train_step(batches[i : i + 1])

@@ -222,14 +222,13 @@ def test_max_minutes_ends_training_as_max_steps_does(tmp_path):
     model.d_model = 4
     trainer = Trainer(model, Task(), TrainConfig(epochs=5, max_minutes=1e-9, progress=False), run_dir=tmp_path)
     history = trainer.train()
-    assert trainer.step == 1  # the budget is spent after the first step
+    assert trainer.position.step == 1  # the budget is spent after the first step
     assert "val_loss" in history[-1] and (tmp_path / "checkpoint.pt").is_file()
 
 
 def test_half_precision_keeps_tied_weights_as_one_tensor():
     model = Transformer(TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32))
-    state = {"model": model.state_dict(), "model_config": {}, "tokenizer": b"", "meta": {}}
-    half = checkpoint.half_precision(state)["model"]
+    half = checkpoint.Checkpoint(model.state_dict()).half().weights
     assert half["src_embed.weight"].dtype == torch.float16
     assert half["src_embed.weight"] is half["generator.weight"] is half["tgt_embed.weight"]
     assert torch.equal(half["generator.weight"].float(), model.generator.weight.detach().half().float())

@@ -11,8 +11,9 @@ import torch.nn.functional as F
 
 from transformer_lib import Transformer, TransformerConfig
 from transformer_lib.batching import collate, example_size, padding_fraction, token_batches
-from transformer_lib.checkpoint import average_checkpoints, kept_weights, load_checkpoint, step_of
+from transformer_lib.checkpoint import FORMAT, Checkpoint, average_checkpoints, kept_weights, load_checkpoint, step_of
 from transformer_lib.checkpoint import snapshots as snapshot_files
+from transformer_lib.config import DecodeConfig
 from transformer_lib.training import (
     TrainConfig,
     Trainer,
@@ -22,7 +23,9 @@ from transformer_lib.training import (
     steps_in_time,
     time_linear_lr,
 )
+from transformer_lib.training.run_config import load_config
 from transformer_lib.training.tasks import TranslationTask
+from transformer_lib.translation import load_model, translate_sentences
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -158,7 +161,7 @@ def test_resume_gives_the_same_losses_as_an_uninterrupted_run(tmp_path):
     interrupted.train()
     resumed = make_trainer(tmp_path / "cut")
     resumed.load_state(load_checkpoint(tmp_path / "cut" / "checkpoint.pt"))
-    assert resumed.step == 5
+    assert resumed.position.step == 5
     resumed_losses = [r["loss"] for r in resumed.train() if "loss" in r]
     assert resumed_losses == losses[5:]  # exactly, on the CPU
 
@@ -178,9 +181,35 @@ def test_a_checkpoint_written_before_the_trainer_was_split_still_resumes(tmp_pat
     whole = [r["loss"] for r in small_trainer(tmp_path / "whole").train() if "loss" in r]
     resumed = small_trainer(tmp_path / "old")
     resumed.load_state(load_checkpoint(DATA / "checkpoint_v1" / "checkpoint.pt"))
-    assert resumed.step == 5
+    assert resumed.position.step == 5
     losses = [r["loss"] for r in resumed.train() if "loss" in r]
     assert len(losses) == len(whole) - 5 and losses == pytest.approx(whole[5:], rel=1e-4)  # another CPU: last digits
+
+
+def test_a_checkpoint_written_by_0_3_0_still_loads_translates_and_resumes(tmp_path):
+    """tests/data/checkpoint_0.3.0: the checkpoint.pt of ``train --config config.yaml`` (the file beside it,
+    three steps of a 16-wide model) run by release 0.3.0 (commit acee521), before files said their format."""
+    old = DATA / "checkpoint_0.3.0"
+    saved = load_checkpoint(old / "checkpoint.pt")
+    assert saved.run.direction == "de_en" and saved.training.position.step == 3
+    model, tokenizer, record = load_model(old, torch.device("cpu"))
+    assert record == saved.run and record.model == load_config(str(old / "config.yaml")).model
+    (translation,) = translate_sentences(model, tokenizer, ["Ein Hund läuft."], DecodeConfig(beam_size=2), "cpu")
+    assert isinstance(translation, str)
+    config = load_config(str(old / "config.yaml"))
+    resumed = Trainer(Transformer(config.model), TranslationTask(random_examples(40, vocab=120)), config.training)
+    resumed.load_state(saved)
+    assert resumed.position == saved.training.position
+    assert resumed.train_step([[0, 1]])["step"] == 4  # the fourth step, from the state it held
+    written = Checkpoint.of(torch.load(saved.save(tmp_path / "again.pt"), weights_only=True))
+    assert written.run == saved.run and written.training.position == saved.training.position
+
+
+def test_a_checkpoint_of_a_newer_format_is_one_clear_error(tmp_path):
+    path = tmp_path / "future.pt"
+    torch.save({"format": FORMAT + 1, "model": {}}, path)
+    with pytest.raises(ValueError, match=f"checkpoint format {FORMAT + 1}, newer than this package's {FORMAT}"):
+        load_checkpoint(path)
 
 
 def test_training_lowers_the_loss_and_writes_metrics(tmp_path):
@@ -213,7 +242,7 @@ def test_keep_last_keeps_the_newest_weights_and_averaging_is_their_mean(tmp_path
     kept = kept_weights(tmp_path)
     assert [p.name for p in kept] == [f"weights-step{s:07d}.pt" for s in (4, 6, 8)]
     assert [step_of(p) for p in kept] == [4, 6, 8]
-    states = [load_checkpoint(p)["model"] for p in kept]
+    states = [load_checkpoint(p).weights for p in kept]
     averaged = average_checkpoints(kept)
     name = "encoder.layers.0.feed_forward.linear1.weight"
     by_hand = (states[0][name] + states[1][name] + states[2][name]) / 3
@@ -320,19 +349,19 @@ def test_a_snapshot_is_what_a_run_stopped_there_would_average(tmp_path, monkeypa
 
     settings = dict(max_steps=5, keep_last=2, checkpoint_every=1, grad_accum=1)
     timed = make_trainer(tmp_path / "timed", snapshot_minutes=(2, 3), **settings)
-    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * timed.step)  # a step takes a minute
+    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * timed.position.step)  # a step takes a minute
     timed.train()
     monkeypatch.undo()
     snapshots = [load_checkpoint(p) for p in snapshot_files(tmp_path / "timed")]
-    assert [s["snapshot"]["step"] for s in snapshots] == [2, 3]
-    assert [s["snapshot"]["minutes"] for s in snapshots] == [2, 3]
-    assert timed.train_seconds == 300.0
+    assert [s.snapshot.step for s in snapshots] == [2, 3]
+    assert [s.snapshot.minutes for s in snapshots] == [2, 3]
+    assert timed.position.seconds == 300.0
     for snapshot in snapshots:  # the same seed, stopped at the snapshot's step: its two last kept weights
-        step = snapshot["snapshot"]["step"]
+        step = snapshot.snapshot.step
         short = make_trainer(tmp_path / f"short{step}", **{**settings, "max_steps": step})
         short.train()
         expected = average_checkpoints(kept_weights(short.folder.path))
-        assert all(torch.equal(snapshot["model"][k], expected[k]) for k in expected)
+        assert all(torch.equal(snapshot.weights[k], expected[k]) for k in expected)
 
 
 @pytest.mark.parametrize(
@@ -350,7 +379,7 @@ def test_a_time_budget_and_its_snapshots_span_a_resume(tmp_path, monkeypatch):
 
     settings = dict(max_minutes=5, snapshot_minutes=(2, 4), keep_last=2, checkpoint_every=1, grad_accum=1)
     current = []
-    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * current[-1].step)  # a step takes a minute
+    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * current[-1].position.step)  # a step takes a minute
     whole = make_trainer(tmp_path / "whole", **settings)
     current.append(whole)
     whole.train()
@@ -359,12 +388,12 @@ def test_a_time_budget_and_its_snapshots_span_a_resume(tmp_path, monkeypatch):
     cut.train()
     resumed = make_trainer(tmp_path / "cut", **settings)
     resumed.load_state(load_checkpoint(tmp_path / "cut" / "checkpoint.pt"))
-    assert resumed.train_seconds == 180.0
+    assert resumed.position.seconds == 180.0
     current.append(resumed)
     resumed.train()
-    assert resumed.step == whole.step == 6 and resumed.train_seconds == whole.train_seconds
+    assert resumed.position.step == whole.position.step == 6 and resumed.position.seconds == whole.position.seconds
     for run in ("whole", "cut"):
-        assert [load_checkpoint(p)["snapshot"]["step"] for p in snapshot_files(tmp_path / run)] == [2, 4]
+        assert [load_checkpoint(p).snapshot.step for p in snapshot_files(tmp_path / run)] == [2, 4]
     assert torch.equal(whole.model.state_dict()["generator.weight"], resumed.model.state_dict()["generator.weight"])
 
 
@@ -392,7 +421,7 @@ def test_the_time_linear_schedule_reads_the_runs_time_across_a_resume(tmp_path, 
 
     settings = dict(max_minutes=5, schedule="time_linear", warmup=2, checkpoint_every=1, grad_accum=1)
     current = []
-    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * current[-1].step)
+    monkeypatch.setattr(training.time, "monotonic", lambda: 60.0 * current[-1].position.step)
     whole = make_trainer(tmp_path / "whole", **settings)
     current.append(whole)
     rates = [r["lr"] for r in whole.train() if "lr" in r]

@@ -259,7 +259,7 @@ def test_the_step_without_host_syncs_makes_the_trainers_updates(mirror):
         for indices in trainer.task.train_batches(0)[:3]:
             trainer.launch_step([indices]) if nosync else trainer.train_step([indices])
         weights.append(torch.cat([p.detach().flatten() for p in trainer.model.parameters()]))
-    assert trainer.step == 3
+    assert trainer.position.step == 3
     assert torch.allclose(weights[1], weights[0], atol=1e-6)
     assert not torch.allclose(weights[0], torch.cat([p.flatten() for p in Transformer(config).parameters()]))
 

@@ -82,7 +82,7 @@ def _trains_further(old: dict, new: dict) -> bool:
     return False
 
 
-def _resume_state(run_dir: Path, config: RunConfig, device: torch.device) -> dict:
+def _resume_state(run_dir: Path, config: RunConfig, device: torch.device) -> checkpoint.Checkpoint:
     """The checkpoint to continue from, after checking that ``config`` describes the same run and that
     it has training left to do (a finished run resumed as it was would only overwrite its scores)."""
     path = run_dir / checkpoint.CHECKPOINT
@@ -126,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> None:
     train_pairs = load_pairs("train", data.src, data.tgt)[: data.train_limit]
     val_pairs = load_pairs("val", data.src, data.tgt)
     if state is not None:
-        tokenizer = Tokenizer(state["tokenizer"])  # the run's own vocabulary, never a new one
+        tokenizer = Tokenizer(state.run.tokenizer)  # the run's own vocabulary, never a new one
     elif main:
         tokenizer = Tokenizer.train([s for pair in train_pairs for s in pair], data.vocab_size, data.tokenizer)
     if main:
@@ -157,19 +157,18 @@ def cmd_train(args: argparse.Namespace) -> None:
         _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
     trainer = Trainer(model, task, config.training, run_dir=run_dir, device=device)
-    record = RunRecord(data.src, data.tgt, config.model, config.decoding)
-    trainer.extra_state = {"tokenizer": tokenizer.to_bytes(), **record.entries()}
+    trainer.run = record = RunRecord(data.src, data.tgt, config.model, config.decoding, tokenizer.to_bytes())
     if state is not None:
         trainer.load_state(state)
         if main:
-            _log(run_dir, f"resumed at step {trainer.step}")
+            _log(run_dir, f"resumed at step {trainer.position.step}")
     trainer.train()
     train_seconds = time.perf_counter() - start
     distributed.finish()
     if not main:
         return  # the main process evaluates and writes the scores
     skipped = f" ({trainer.amp.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
-    _log(run_dir, f"trained {trainer.step} steps in {train_seconds:.0f} s{skipped}")
+    _log(run_dir, f"trained {trainer.position.step} steps in {train_seconds:.0f} s{skipped}")
     try:
         run = _TrainedRun(run_dir, config, record, model, tokenizer, trainer, device)
         scores = _score_run(run, start, train_seconds)
@@ -193,9 +192,9 @@ def _check_lengths(examples: list, config: RunConfig) -> None:
             )
 
 
-def _evaluated_state(model: Transformer, trainer: Trainer) -> dict:
-    """The weights about to be scored, with what ``load_model`` needs besides (tokenizer, run record)."""
-    return {"model": model.state_dict(), **trainer.extra_state}
+def _evaluated(model: Transformer, record: RunRecord) -> checkpoint.Checkpoint:
+    """The weights about to be scored, with the run record (the tokenizer too) that ``load_model`` needs."""
+    return checkpoint.Checkpoint(model.state_dict(), run=record)
 
 
 @dataclass
@@ -221,16 +220,16 @@ class _TrainedRun:
 def _score_run(run: _TrainedRun, start: float, train_seconds: float) -> dict:
     """After training: average the last checkpoints if asked, score every evaluation split, write scores.json."""
     evaluation, folder, model, trainer = run.config.evaluation, run.folder, run.model, run.trainer
-    scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.step, "splits": {}}
+    scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.position.step, "splits": {}}
     if evaluation.average_last:
         paths = checkpoint.kept_weights(folder)[-evaluation.average_last :]
         model.load_state_dict(checkpoint.average_checkpoints(paths))
         scores["averaged"] = [p.name for p in paths]
         scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
-        checkpoint.save(_evaluated_state(model, trainer), folder / checkpoint.AVERAGED)
+        _evaluated(model, run.record).save(folder / checkpoint.AVERAGED)
         _log(folder, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
     if evaluation.export_half:
-        checkpoint.save(checkpoint.half_precision(_evaluated_state(model, trainer)), folder / checkpoint.HALF)
+        _evaluated(model, run.record).half().save(folder / checkpoint.HALF)
     for split, result in run.evaluate():
         write_text(folder / f"{split}.hyp.txt", "\n".join(result.pop("hypotheses")) + "\n")
         scores["splits"][split] = result
@@ -252,20 +251,20 @@ def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
     """
     points = []
     for path in checkpoint.snapshots(run.folder):
-        state = checkpoint.load_checkpoint(path, run.device)
-        run.model.load_state_dict(state["model"])
-        point = {**state["snapshot"], "splits": {}}
+        snapshot = checkpoint.load_checkpoint(path, run.device)
+        run.model.load_state_dict(snapshot.weights)
+        point = {**dataclasses.asdict(snapshot.snapshot), "splits": {}}
         for split, result in run.evaluate():
             result.pop("hypotheses")
             point["splits"][split] = result
         _log(run.folder, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
         points.append(point)
     training, trainer = run.config.training, run.trainer
-    time_up = training.max_minutes and trainer.train_seconds >= 60 * training.max_minutes
+    time_up = training.max_minutes and trainer.position.seconds >= 60 * training.max_minutes
     end = {
-        "minutes": training.max_minutes if time_up else round(trainer.train_seconds / 60, 2),
-        "seconds": trainer.train_seconds,
-        "step": trainer.step,
+        "minutes": training.max_minutes if time_up else round(trainer.position.seconds / 60, 2),
+        "seconds": trainer.position.seconds,
+        "step": trainer.position.step,
         "averaged": len(scores.get("averaged", [])),
         "splits": scores["splits"],
     }

@@ -7,7 +7,7 @@
 * :mod:`.precision`: fp32, bf16 or fp16 with loss scaling;
 * :mod:`.optimizer`: Adam, clipping and the schedule, applied once a step;
 * :mod:`.progress`: the progress bar;
-* :mod:`.run_folder`: the run's checkpoint, snapshots and metrics on disk;
+* :mod:`.state`: what a resumed run needs, gathered and restored (the files: :mod:`transformer_lib.checkpoint`);
 * :mod:`.distributed`: several processes, as ``torchrun`` starts them.
 
 How to train, :class:`~transformer_lib.config.TrainConfig`, is with the package's other configs in

@@ -21,6 +21,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from transformer_lib.config import TrainConfig
+
 
 def is_distributed() -> bool:
     """True inside a process group of more than one process."""
@@ -100,28 +102,19 @@ def barrier() -> None:
         dist.barrier()
 
 
-def wrapped(
-    model: nn.Module, device: torch.device, compile: bool, world: int, cuda_graphs: bool = False
-) -> tuple[nn.Module, ...]:
-    """The model for validation, for gradient averaging, and for training steps.
+def wrap(model: nn.Module, device: torch.device, config: TrainConfig, world: int) -> nn.Module:
+    """The form a model's training steps run through.
 
-    ``torch.compile`` only on a GPU. With ``cuda_graphs`` the training steps are compiled in
-    ``reduce-overhead`` mode (CUDA graphs); validation, whose shapes recur once an epoch, is not
-    graphed. With several processes, ``DistributedDataParallel`` averages the gradients in
-    ``backward()``; validation runs in each process alone, without it.
+    With several processes, ``DistributedDataParallel``, which averages the gradients in
+    ``backward()``. On a GPU, ``torch.compile`` when the config asks for it; with ``cuda_graphs``
+    in ``reduce-overhead`` mode (CUDA graphs). On a CPU, the model itself.
     """
     on_gpu = device.type == "cuda"
-
-    def compile_(m: nn.Module, graphs: bool = False) -> nn.Module:
-        if not on_gpu or not (compile or graphs):
-            return m
-        return torch.compile(m, dynamic=True, mode="reduce-overhead" if graphs else None)
-
-    eval_model = compile_(model)
-    if world == 1:
-        return eval_model, model, compile_(model, graphs=True) if cuda_graphs else eval_model
-    parallel = DistributedDataParallel(model, device_ids=[device] if on_gpu else None)
-    return eval_model, parallel, compile_(parallel, graphs=cuda_graphs)
+    if world > 1:
+        model = DistributedDataParallel(model, device_ids=[device] if on_gpu else None)
+    if not on_gpu or not (config.compile or config.cuda_graphs):
+        return model
+    return torch.compile(model, dynamic=True, mode="reduce-overhead" if config.cuda_graphs else None)
 
 
 def begin_step(model: nn.Module, device: torch.device, cuda_graphs: bool) -> None:
@@ -135,6 +128,7 @@ def begin_step(model: nn.Module, device: torch.device, cuda_graphs: bool) -> Non
 
 def no_sync(model: nn.Module, skip: bool):
     """Within it, backward() leaves gradients unaveraged across processes (accumulation)."""
+    model = getattr(model, "_orig_mod", model)  # the module torch.compile wrapped
     if skip and isinstance(model, DistributedDataParallel):
         return model.no_sync()
     return contextlib.nullcontext()

@@ -5,12 +5,13 @@ rate ``d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)``; label smoothing 0.1;
 the same number of tokens. The :class:`Trainer` adds what a real run needs: gradient clipping and
 accumulation, bf16 autocast and ``torch.compile`` on a GPU (no-ops on a CPU), periodic validation,
 a CSV log, and checkpoints from which a run resumes exactly. It composes the parts of this
-folder: the update (:mod:`.optimizer`), the progress bar (:mod:`.progress`) and the run's folder
-(:mod:`.run_folder`), each handed what it needs.
+folder: the update (:mod:`.optimizer`), the progress bar (:mod:`.progress`) and the resume state
+(:mod:`.state`), each handed what it needs; the run's files are :mod:`transformer_lib.checkpoint`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -21,12 +22,13 @@ import torch
 from torch import nn
 
 from transformer_lib.attention import attention_kernels
+from transformer_lib.checkpoint import Checkpoint, Position, RunFolder, RunRecord, Snapshot
 from transformer_lib.config import TrainConfig
 from transformer_lib.errors import Interrupted
 from transformer_lib.training import distributed
 from transformer_lib.training.optimizer import Update
 from transformer_lib.training.progress import Progress, steps_in_time
-from transformer_lib.training.run_folder import RunFolder, config_dict, resume, training_state
+from transformer_lib.training.state import config_dict, restore, training_state
 from transformer_lib.training.tasks import Task, check_trainable, summed_loss
 
 
@@ -55,22 +57,13 @@ class Trainer:
         self.task = task
         self.rank, self.world = distributed.rank(), distributed.world_size()
         self.folder = RunFolder(run_dir, is_main=self.rank == 0)
-        self.params = list(model.parameters())
-        self.train_seconds = 0.0  # the run's training time so far, validations included, across resumes
-        self.update = Update(self.params, c, d_model, self.device, seconds=lambda: self.train_seconds)
+        self.update = Update(list(model.parameters()), c, d_model, self.device)
         self.amp = self.update.amp
-        self.eval_model, self.parallel_model, self.run_model = distributed.wrapped(
-            model, self.device, c.compile, self.world, c.cuda_graphs
-        )
-        self.step = self.epoch = self.batch_in_epoch = 0
+        self.wrapped = distributed.wrap(model, self.device, c, self.world)  # what training steps run through
+        self.position = Position()  # steps, epoch, batch in it, seconds of training: across resumes
         self.history: list[dict] = []
-        self.extra_state: dict = {}  # entries every checkpoint carries besides the state (the CLI's tokenizer)
+        self.run: RunRecord | None = None  # the train command's record, which every checkpoint carries
         torch.manual_seed(c.seed)
-
-    def total_steps(self) -> int:
-        per_epoch = math.ceil(len(self.task.train_batches(0)) / (self.config.grad_accum * self.world))
-        total = per_epoch * self.config.epochs
-        return min(total, self.config.max_steps) if self.config.max_steps else total
 
     def train(self) -> list[dict]:
         """Train until ``epochs``, ``max_steps`` or ``max_minutes``; continue from the current state if resumed.
@@ -83,22 +76,23 @@ class Trainer:
             return self._train(stop)
 
     def _train(self, stop: list[bool]) -> list[dict]:
-        c = self.config
-        total, first_step = self.total_steps(), self.step
-        began, before = time.monotonic(), self.train_seconds  # before: a resumed run's training time
+        c, at = self.config, self.position
+        total = c.epochs * math.ceil(len(self.task.train_batches(0)) / (c.grad_accum * self.world))  # steps
+        total, first_step = min(total, c.max_steps or total), at.step
+        began, before = time.monotonic(), at.seconds  # before: a resumed run's training time
         budget = 60 * c.max_minutes - before if c.max_minutes else math.inf  # seconds this call may train
         if budget <= 0:
-            total = self.step
+            total = at.step
         marks = [m for m in c.snapshot_minutes if 60 * m > before]  # the snapshots still to take
-        progress = Progress(total, self.step, enabled=c.progress and self.rank == 0)
-        while self.step < total:
-            batches = self.task.train_batches(self.epoch)
-            while self.batch_in_epoch < len(batches) and self.step < total:
+        progress = Progress(total, at.step, enabled=c.progress and self.rank == 0)
+        while at.step < total:
+            batches = self.task.train_batches(at.epoch)
+            while at.batch_in_epoch < len(batches) and at.step < total:
                 record = self._next_step(batches)
                 elapsed = time.monotonic() - began
-                self.train_seconds = before + elapsed
+                at.seconds = before + elapsed
                 if c.max_minutes:  # the bar counts to the steps the time budget allows, so its ETA is the budget's
-                    progress.total = min(total, first_step + steps_in_time(self.step - first_step, elapsed, budget))
+                    progress.total = min(total, first_step + steps_in_time(at.step - first_step, elapsed, budget))
                 progress.update(record)
                 stop_now, time_up = distributed.sum_across(  # every process stops at once
                     [float(stop[0]), float(elapsed > budget)], self.device
@@ -107,39 +101,40 @@ class Trainer:
                     self._interrupt(progress)
                 self._scheduled(progress, marks)
                 if time_up:
-                    total = self.step  # as if max_steps were here
-            if self.batch_in_epoch >= len(batches):
+                    total = at.step  # as if max_steps were here
+            if at.batch_in_epoch >= len(batches):
                 self._end_epoch(progress)
         progress.close()
-        if not any("val_loss" in r and r["step"] == self.step for r in self.history):
+        if not any("val_loss" in r and r["step"] == at.step for r in self.history):
             self.validate(progress=progress)  # stopped by max_steps between scheduled validations
         self.save_checkpoint()
         return self.history
 
     def _next_step(self, batches: Sequence[Sequence[int]]) -> dict:
         """Train on this process's share of the epoch's next step of ``batches``; log the step's record."""
-        group = batches[self.batch_in_epoch : self.batch_in_epoch + self.config.grad_accum * self.world]
+        at = self.position
+        group = batches[at.batch_in_epoch : at.batch_in_epoch + self.config.grad_accum * self.world]
         start = time.perf_counter()
         record = self.train_step(group[self.rank :: self.world] or group[:1], idle=not group[self.rank :])
-        self.batch_in_epoch += len(group)
+        at.batch_in_epoch += len(group)
         record["items_per_s"] = record["items"] / (time.perf_counter() - start)
         self._log(record)
         return record
 
     def _scheduled(self, progress: Progress, marks: list[float]) -> None:
         """What the config asks for after this step: a validation, a checkpoint, the next snapshot."""
-        c = self.config
-        if c.eval_every and self.step % c.eval_every == 0:
+        c, at = self.config, self.position
+        if c.eval_every and at.step % c.eval_every == 0:
             self.validate(progress=progress)
-        if c.checkpoint_every and self.step % c.checkpoint_every == 0:
+        if c.checkpoint_every and at.step % c.checkpoint_every == 0:
             self.save_checkpoint()
-        if marks and self.train_seconds >= 60 * marks[0]:
-            path = self.save_snapshot(marks.pop(0), self.train_seconds)
+        if marks and at.seconds >= 60 * marks[0]:
+            path = self.save_snapshot(marks.pop(0), at.seconds)
             if path is not None:
-                progress.say(f"step {self.step:,}: saved {path.name}")
+                progress.say(f"step {at.step:,}: saved {path.name}")
 
     def _end_epoch(self, progress: Progress) -> None:
-        self.epoch, self.batch_in_epoch = self.epoch + 1, 0
+        self.position.epoch, self.position.batch_in_epoch = self.position.epoch + 1, 0
         if not self.config.eval_every:
             self.validate(progress=progress)
         if not self.config.checkpoint_every:
@@ -150,7 +145,7 @@ class Trainer:
         self.save_checkpoint()
         progress.close()
         where = f"; checkpoint saved in {self.folder.path}: continue with --resume" if self.folder.path else ""
-        raise Interrupted(f"stopped at step {self.step}{where}")
+        raise Interrupted(f"stopped at step {self.position.step}{where}")
 
     def train_step(self, batches: Sequence[Sequence[int]], idle: bool = False) -> dict:
         """One optimizer step on this process's ``batches`` (lists of example indices), and its record.
@@ -161,7 +156,8 @@ class Trainer:
         """
         stats, lr = self.launch_step(batches, idle)
         loss, items, grad_norm = stats.tolist()  # the step's one wait for the device
-        record = {"step": self.step, "epoch": self.epoch, "loss": loss / items, "lr": lr, "grad_norm": grad_norm}
+        at = self.position
+        record = {"step": at.step, "epoch": at.epoch, "loss": loss / items, "lr": lr, "grad_norm": grad_norm}
         return {**record, "items": int(items)}
 
     def launch_step(self, batches: Sequence[Sequence[int]], idle: bool = False) -> tuple[torch.Tensor, float]:
@@ -173,15 +169,16 @@ class Trainer:
         for i, indices in enumerate(batches):
             batch = self.task.make_batch(indices, train=True).to(self.device)
             last = i == len(batches) - 1  # processes average their gradients once, at the last batch
-            with distributed.no_sync(self.parallel_model, not last), attention_kernels(self.device):
+            with distributed.no_sync(self.wrapped, not last), attention_kernels(self.device):
                 with self.amp.autocast:
-                    loss, count = self.task.loss(self.run_model, batch, train=True)
+                    loss, count = self.task.loss(self.wrapped, batch, train=True)
                 self.amp.backward(loss * (0.0 if idle else 1.0))
             if not idle:
                 sums += torch.stack([loss.detach().float(), torch.as_tensor(count, device=self.device).float()])
         sums = distributed.sum_tensor(sums)
-        lr, grad_norm = self.update.apply(self.world / sums[1])  # DistributedDataParallel averaged: undo, per item
-        self.step += 1
+        # DistributedDataParallel averaged the gradients: undo, then divide by the step's items
+        lr, grad_norm = self.update.apply(self.world / sums[1], self.position.seconds)
+        self.position.step += 1
         return torch.cat([sums, grad_norm.float()[None]]), lr
 
     @torch.no_grad()
@@ -193,40 +190,41 @@ class Trainer:
             return None
         self.model.eval()
         with self.amp.autocast, attention_kernels(self.device):
-            sums = summed_loss(self.task, self.eval_model, batches[self.rank :: self.world], self.device)
+            # each process validates alone, and without CUDA graphs: the compiled model, or the model itself
+            model = self.model if self.world > 1 or self.config.cuda_graphs else self.wrapped
+            sums = summed_loss(self.task, model, batches[self.rank :: self.world], self.device)
         total, count = distributed.sum_across(sums, self.device)
-        record = {"step": self.step, "epoch": self.epoch, "val_loss": total / count, "val_ppl": math.exp(total / count)}
+        at, loss = self.position, total / count
+        record = {"step": at.step, "epoch": at.epoch, "val_loss": loss, "val_ppl": math.exp(loss)}
         if log:
             self._log(record)
         if progress is not None:
-            progress.say(f"step {self.step:,}: validation loss {total / count:.3f}, perplexity {record['val_ppl']:.2f}")
+            progress.say(f"step {at.step:,}: validation loss {loss:.3f}, perplexity {record['val_ppl']:.2f}")
         return record
 
     def _log(self, record: dict) -> None:
         self.history.append(record)
         self.folder.log(record)
 
-    def state(self) -> dict:
-        """Everything a resumed run needs: weights, optimizer, schedule, position, random states."""
-        position = {"step": self.step, "epoch": self.epoch, "batch_in_epoch": self.batch_in_epoch}
-        return training_state(self.model, self.config, self.update, {**position, "seconds": self.train_seconds})
+    def checkpoint(self, snapshot: Snapshot | None = None) -> Checkpoint:
+        """The model's weights, config and run record; with the moment of a ``snapshot``, or else everything a
+        resumed run needs (optimizer, schedule, position, every process's random states: all take part)."""
+        state = None if snapshot else training_state(self.config, self.update, dataclasses.replace(self.position))
+        return Checkpoint(self.model.state_dict(), config_dict(self.model), self.run, state, snapshot)
 
-    def load_state(self, state: dict) -> None:
+    def load_state(self, checkpoint: Checkpoint) -> None:
         """Continue from a checkpoint written by :meth:`save_checkpoint`."""
-        position = resume(state, self.model, self.update, self.world, self.rank)
-        self.step, self.epoch, self.batch_in_epoch, self.train_seconds = position
-        self.folder.forget_metrics_after(self.step)
+        self.position = dataclasses.replace(restore(checkpoint, self.model, self.update, self.world, self.rank))
+        self.folder.forget_metrics_after(self.position.step)
 
-    def save_checkpoint(self, path: str | os.PathLike | None = None, **extra) -> Path | None:
-        """Write :meth:`state` (plus ``extra_state`` and ``extra``) atomically; by default to run_dir/checkpoint.pt,
-        keeping the last ``keep_last`` weights for averaging (see :class:`~.run_folder.RunFolder`)."""
-        state = {**self.state(), **self.extra_state, **extra}  # every process takes part in gathering it
-        return self.folder.save_checkpoint(state, path, self.config.keep_last)
+    def save_checkpoint(self) -> Path | None:
+        """Write :meth:`checkpoint` to run_dir/checkpoint.pt, keeping the last ``keep_last`` weights for averaging
+        (see :class:`~transformer_lib.checkpoint.RunFolder`); every process takes part in gathering it."""
+        return self.folder.save_checkpoint(self.checkpoint(), self.config.keep_last)
 
     def save_snapshot(self, minutes: float, seconds: float | None = None) -> Path | None:
         """A checkpoint, then ``snapshot-<minutes>min.pt``: the model a run stopped after ``minutes`` would
         leave (the mean of the last ``keep_last`` weights). ``train`` scores each: a BLEU-per-minute curve."""
         self.save_checkpoint()
-        entries = {"model_config": config_dict(self.model), **self.extra_state}
-        info = {"minutes": minutes, "seconds": seconds, "step": self.step}
-        return self.folder.save_snapshot(self.model.state_dict(), entries, info, self.config.keep_last)
+        snapshot = self.checkpoint(Snapshot(minutes, seconds, self.position.step))
+        return self.folder.save_snapshot(snapshot, self.config.keep_last)

@@ -72,7 +72,7 @@ def make_trainer(config: dict, task: TranslationTask, variant: str) -> Trainer:
     recipe = dataclasses.replace(config.training, progress=False, max_minutes=None, snapshot_minutes=())
     trainer = Trainer(Transformer(model_config), task, recipe, device=CPU)
     if "compile" in variant:
-        trainer.run_model = torch.compile(trainer.run_model, dynamic=True)
+        trainer.wrapped = torch.compile(trainer.wrapped, dynamic=True)
     if variant == "bf16":
         trainer.amp.autocast = torch.autocast("cpu", dtype=torch.bfloat16)
     return trainer
