@@ -3,9 +3,10 @@
 Every page is opened in a new, empty browser profile and the bytes the server sent are counted
 until the network is quiet: the site served as GitHub Pages serves it (gzip on text and
 WebAssembly, ``.onnx`` files as they are; :mod:`book_tools.web.serve`). A lesson's first
-visit stays under ``LESSON_BUDGET``; no page loads Font Awesome's JavaScript (the theme's CSS and
-webfonts draw the icons, cut down to the icons the site uses) and only a page with a formula
-loads MathJax.
+visit stays under ``LESSON_BUDGET``, the translator's (the runtime, one direction's model and the
+tokenizer: all the first translation needs) under ``TRANSLATOR_BUDGET``; no page loads Font
+Awesome's JavaScript (the theme's CSS and webfonts draw the icons, cut down to the icons the site
+uses) and only a page with a formula loads MathJax.
 
 With ``PAGE_WEIGHT_RECORD=1`` the test also writes the table to ``RECORD``, with the machine and the
 date, which the how-to-run page shows. Needs the built site and Chromium, like tests/site/test_browser.py.
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2`
 RECORD = ROOT / "results" / "page_weight.txt"
 RECORD_ENV = "PAGE_WEIGHT_RECORD"
 LESSON_BUDGET = 800_000  # bytes: a lesson's first visit (lesson 11's), and every lesson's without its own figures
+TRANSLATOR_BUDGET = 8_000_000  # bytes: the translator's first visit, all it needs to translate (issue 85)
+TRANSLATOR_PAGES = ("book/translator.html", "book/inside.html")  # both load the runtime and one direction's model
 KINDS = {  # a response's kind, by the end of its path
     "scripts": (".js", ".mjs"),
     "fonts": (".woff2", ".woff", ".ttf"),
@@ -95,6 +98,16 @@ def test_a_lessons_first_visit_is_light(visits):
         if is_lesson(page) and v["bytes"] - v["kinds"].get("images", 0) > LESSON_BUDGET
     }
     assert not heavy, f"lessons over {LESSON_BUDGET:,} bytes on a first visit, without their figures: {heavy}"
+
+
+def test_the_translators_first_visit_is_under_8_mb(visits):
+    """Both translator pages: the page, ONNX Runtime's WebAssembly, one direction's model files and the tokenizer,
+    everything the first translation needs (it downloads nothing more), in at most ``TRANSLATOR_BUDGET`` bytes."""
+    for page in TRANSLATOR_PAGES:
+        v = visits[page]
+        model = [p for p in v["paths"] if p.endswith((".onnx", ".bin", ".wasm", "tokenizer.json.gz"))]
+        assert len(model) == 5, (page, v["paths"])  # encoder, decoder, the tensors they share, runtime, tokenizer
+        assert v["bytes"] <= TRANSLATOR_BUDGET, f"{page}: {v['bytes']:,} bytes on a first visit, {v['kinds']}"
 
 
 def test_no_page_loads_a_script_it_does_not_use(visits):
