@@ -38,6 +38,7 @@ FORMAT = 2  # the layout of a checkpoint file; 1: the files of 0.3.0 and before 
 CHECKPOINT = "checkpoint.pt"  # a run folder's latest full checkpoint
 AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the run record
 HALF = "model_fp16.pt"  # the evaluated weights in half precision, with the run record: small enough to share
+KEPT, SNAPSHOTS = "weights-step*.pt", "snapshot-*min.pt"  # the kept weights and the snapshots, as patterns
 METRICS = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]
 
 
@@ -65,12 +66,12 @@ def snapshot_path(run_dir: str | os.PathLike, minutes: float) -> Path:
 
 def snapshots(run_dir: str | os.PathLike) -> list[Path]:
     """The ``snapshot-*min.pt`` files of a run folder, earliest first."""
-    return sorted(Path(run_dir).glob("snapshot-*min.pt"), key=lambda p: float(p.stem[len("snapshot-") : -3]))
+    return sorted(Path(run_dir).glob(SNAPSHOTS), key=lambda p: float(p.stem[len("snapshot-") : -3]))
 
 
 def kept_weights(run_dir: str | os.PathLike) -> list[Path]:
     """The ``weights-step*.pt`` files of a run folder, oldest first."""
-    return sorted(Path(run_dir).glob("weights-step*.pt"))
+    return sorted(Path(run_dir).glob(KEPT))
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,14 @@ class Checkpoint:
                 f"{path} is in checkpoint format {version}, newer than this package's {FORMAT}: upgrade "
                 "transformer-book to read it"
             )
+        try:
+            return cls._of(entries)
+        except (KeyError, TypeError) as exc:  # an entry missing, or a field this package does not know
+            what = f"no {exc.args[0]!r} entry" if isinstance(exc, KeyError) else str(exc).split("__init__() ")[-1]
+            raise InvalidValue(f"{path} is not a complete checkpoint of this package ({what})") from None
+
+    @classmethod
+    def _of(cls, entries: dict) -> Checkpoint:
         run = training = None
         if "meta" in entries:  # the train command's files; a run's first ones held no decoding
             meta = entries["meta"]
@@ -273,7 +282,8 @@ def load_run_checkpoint(path: str | os.PathLike, map_location: str | torch.devic
     path = model_file(path)
     checkpoint = load_checkpoint(path, map_location)
     if checkpoint.run is None or not checkpoint.run.tokenizer:
-        raise InvalidValue(f"{path} has no tokenizer: it was not written by 'python -m transformer_lib train'")
+        missing = "no run record" if checkpoint.run is None else "no tokenizer"
+        raise InvalidValue(f"{path} has {missing}: it was not written by 'python -m transformer_lib train'")
     return checkpoint
 
 

@@ -8,7 +8,8 @@ warm-up; a pre-norm stack then needs one final LayerNorm. ``norm_first`` selects
 
 Layers are built from a config, as nanoGPT and Hugging Face build theirs, rather than from
 sub-modules handed in, as the Annotated Transformer and PyTorch do: the lessons build a layer by its
-sizes (``EncoderLayer(512, 8, 2048)``), a model passes its sizes whole (:class:`LayerConfig`), and
+sizes (``EncoderLayer(512, 8, 2048)``), a model passes its sizes whole
+(:class:`~transformer_lib.config.LayerConfig`), and
 every check of those sizes sits in one place. Injected sub-modules would make each caller build and
 check the attention and feed-forward itself.
 """
@@ -60,7 +61,8 @@ class Residual(nn.Module):
 
 class _Layer(nn.Module):
     """What both layers are: self-attention (and, in the decoder, attention to the encoder's output),
-    the feed-forward network, and a residual connection around each, built from one :class:`LayerConfig`.
+    the feed-forward network, and a residual connection around each, built from one
+    :class:`~transformer_lib.config.LayerConfig`.
 
     ``EncoderLayer(d_model, n_heads, d_ff, ...)`` takes the config's fields, as the lessons write it;
     :meth:`of` takes a config whole. The sub-modules are created in the order the paper lists them,
@@ -135,7 +137,7 @@ class DecoderLayer(_Layer):
 
 
 class _Stack(nn.Module):
-    """N layers of one :class:`LayerConfig`; with pre-norm, a final LayerNorm.
+    """N layers of one :class:`~transformer_lib.config.LayerConfig`; with pre-norm, a final LayerNorm.
 
     ``Encoder(n_layers, d_model=..., n_heads=..., d_ff=...)`` takes the config's fields, as the
     lessons write it; :meth:`of` takes a config whole.

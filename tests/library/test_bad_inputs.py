@@ -199,7 +199,7 @@ def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path, capsys):
     torch.save({"model": {"w": torch.ones(2)}}, bare)  # readable, but not from the train command
     assert main(["evaluate", "--checkpoint", str(bare), "--device", "cpu"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert "has no tokenizer" in line
+    assert "has no run record" in line
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Loss, schedule, token batching and exact resumption."""
 
+import json
 import math
 import random
 import sys
@@ -188,7 +189,8 @@ def test_a_checkpoint_written_before_the_trainer_was_split_still_resumes(tmp_pat
 
 def test_a_checkpoint_written_by_0_3_0_still_loads_translates_and_resumes(tmp_path):
     """tests/data/checkpoint_0.3.0: the checkpoint.pt of ``train --config config.yaml`` (the file beside it,
-    three steps of a 16-wide model) run by release 0.3.0 (commit acee521), before files said their format."""
+    three steps of a 16-wide model) run by release 0.3.0 (commit acee521), before files said their format;
+    next_steps.json: the next three steps' records there, resumed by 0.3.0's own Trainer on this task."""
     old = DATA / "checkpoint_0.3.0"
     saved = load_checkpoint(old / "checkpoint.pt")
     assert saved.run.direction == "de_en" and saved.training.position.step == 3
@@ -200,15 +202,24 @@ def test_a_checkpoint_written_by_0_3_0_still_loads_translates_and_resumes(tmp_pa
     resumed = Trainer(Transformer(config.model), TranslationTask(random_examples(40, vocab=120)), config.training)
     resumed.load_state(saved)
     assert resumed.position == saved.training.position
-    assert resumed.train_step([[0, 1]])["step"] == 4  # the fourth step, from the state it held
+    steps = [resumed.train_step([[2 * i, 2 * i + 1]]) for i in range(3)]
+    expected = json.loads((old / "next_steps.json").read_text(encoding="utf-8"))
+    assert [s["step"] for s in steps] == expected["steps"] and [s["lr"] for s in steps] == expected["lr"]
+    assert [s["loss"] for s in steps] == pytest.approx(expected["loss"], rel=1e-4)  # another CPU: last digits
     written = Checkpoint.of(torch.load(saved.save(tmp_path / "again.pt"), weights_only=True))
     assert written.run == saved.run and written.training.position == saved.training.position
 
 
-def test_a_checkpoint_of_a_newer_format_is_one_clear_error(tmp_path):
+def test_a_checkpoint_of_a_newer_format_or_with_an_entry_missing_is_one_clear_error(tmp_path):
     path = tmp_path / "future.pt"
     torch.save({"format": FORMAT + 1, "model": {}}, path)
     with pytest.raises(ValueError, match=f"checkpoint format {FORMAT + 1}, newer than this package's {FORMAT}"):
+        load_checkpoint(path)
+    torch.save({"model": {}, "meta": {"src": "de", "tgt": "en"}}, path)
+    with pytest.raises(ValueError, match="not a complete checkpoint of this package \\(no 'model_config' entry\\)"):
+        load_checkpoint(path)
+    torch.save({"model": {}, "optimizer": {}, "scheduler": {}, "rng": [], "position": {"step": 1, "lap": 2}}, path)
+    with pytest.raises(ValueError, match=r"not a complete checkpoint .*unexpected keyword argument 'lap'"):
         load_checkpoint(path)
 
 

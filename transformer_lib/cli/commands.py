@@ -23,7 +23,7 @@ from transformer_lib import checkpoint, metrics, records
 from transformer_lib.batching import encode_pairs, example_size, round_up
 from transformer_lib.checkpoint import RunRecord
 from transformer_lib.cli import sweep
-from transformer_lib.config import DecodeConfig
+from transformer_lib.config import DecodeConfig, TrainConfig
 from transformer_lib.data import load_multi30k, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile
 from transformer_lib.files import write_text
@@ -61,23 +61,25 @@ def _log(run_dir: Path, message: str) -> None:
 MAY_CHANGE_ON_RESUME = {"epochs", "max_steps", "max_minutes", "eval_every", "checkpoint_every", "progress"}
 
 
-def _changes(old: dict, new: dict) -> list[str]:
-    """The settings of ``new`` that would change the run ``old`` describes (both resolved configs)."""
+def _changes(old: RunConfig, new: RunConfig) -> list[str]:
+    """The settings of ``new`` that would change the run ``old`` describes."""
     out = []
     for section in ("data", "model", "task", "training"):
-        for key in sorted(old[section].keys() | new[section].keys()):
-            before, after = old[section].get(key), new[section].get(key)
-            if before != after and not (section == "training" and key in MAY_CHANGE_ON_RESUME):
-                out.append(f"{section}.{key} ({before!r} -> {after!r})")
+        for f in dataclasses.fields(getattr(old, section)):
+            before, after = getattr(getattr(old, section), f.name), getattr(getattr(new, section), f.name)
+            free = section == "training" and f.name in MAY_CHANGE_ON_RESUME
+            if before != after and not free and (section, f.name) != ("model", "vocab_size"):  # data's
+                out.append(f"{section}.{f.name} ({before!r} -> {after!r})")
     return out
 
 
-def _trains_further(old: dict, new: dict) -> bool:
+def _trains_further(old: TrainConfig, new: TrainConfig) -> bool:
     """Whether training config ``new`` goes past where ``old`` stops: more epochs, steps or minutes."""
-    if new["epochs"] > old["epochs"]:
+    if new.epochs > old.epochs:
         return True
     for key in ("max_steps", "max_minutes"):  # None: no limit
-        if old[key] is not None and (new[key] is None or new[key] > old[key]):
+        before, after = getattr(old, key), getattr(new, key)
+        if before is not None and (after is None or after > before):
             return True
     return False
 
@@ -88,14 +90,14 @@ def _resume_state(run_dir: Path, config: RunConfig, device: torch.device) -> che
     path = run_dir / checkpoint.CHECKPOINT
     if not path.is_file():
         raise MissingFile(f"--resume: no checkpoint at {path}; leave out --resume to start a run there")
-    old, new = resolved_config(load_config(str(run_dir / "config.yaml"))), resolved_config(config)
-    changed = _changes(old, new)
+    old = load_config(str(run_dir / "config.yaml"))
+    changed = _changes(old, config)
     if changed:
         raise InvalidValue(
             f"--resume: the config changes {'; '.join(changed)} of the run in {run_dir}; "
             "resume with the run's own config.yaml, or start a new run in another folder"
         )
-    if (run_dir / "scores.json").exists() and not _trains_further(old["training"], new["training"]):
+    if (run_dir / "scores.json").exists() and not _trains_further(old.training, config.training):
         raise InvalidValue(
             f"--resume: the run in {run_dir} has finished (its scores.json is written); to train it further, "
             "raise training.max_steps, max_minutes or epochs in a copy of its config.yaml; to score it again: "
@@ -156,8 +158,8 @@ def cmd_train(args: argparse.Namespace) -> None:
     if main:
         _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
-    trainer = Trainer(model, task, config.training, run_dir=run_dir, device=device)
-    trainer.run = record = RunRecord(data.src, data.tgt, config.model, config.decoding, tokenizer.to_bytes())
+    record = RunRecord(data.src, data.tgt, config.model, config.decoding, tokenizer.to_bytes())
+    trainer = Trainer(model, task, config.training, run_dir=run_dir, device=device, run=record)
     if state is not None:
         trainer.load_state(state)
         if main:
@@ -261,13 +263,10 @@ def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
         points.append(point)
     training, trainer = run.config.training, run.trainer
     time_up = training.max_minutes and trainer.position.seconds >= 60 * training.max_minutes
-    end = {
-        "minutes": training.max_minutes if time_up else round(trainer.position.seconds / 60, 2),
-        "seconds": trainer.position.seconds,
-        "step": trainer.position.step,
-        "averaged": len(scores.get("averaged", [])),
-        "splits": scores["splits"],
-    }
+    at = trainer.position
+    minutes = training.max_minutes if time_up else round(at.seconds / 60, 2)
+    end = checkpoint.Snapshot(minutes, at.seconds, at.step, averaged=len(scores.get("averaged", [])))
+    end = {**dataclasses.asdict(end), "splits": scores["splits"]}
     curve = {"config": run.config.name, "environment": env, "points": [*points, end]}
     write_text(run.folder / "curve.json", json.dumps(curve, indent=2) + "\n")
 

@@ -34,12 +34,13 @@ from pathlib import Path
 
 import yaml
 
+from transformer_lib import checkpoint
 from transformer_lib.errors import InvalidValue, MissingFile
 from transformer_lib.files import atomic_path, write_text
 from transformer_lib.training.run_config import config_path, load_config, read_yaml
 
 # Files a packed sweep leaves out: the checkpoints, which can be large (exported models are kept).
-LEFT_OUT = ("checkpoint.pt", "checkpoint_averaged.pt", "weights-step*.pt", "snapshot-*min.pt")
+LEFT_OUT = (checkpoint.CHECKPOINT, checkpoint.AVERAGED, checkpoint.KEPT, checkpoint.SNAPSHOTS)
 
 
 def _merge(base: dict, extra: dict) -> dict:

@@ -24,7 +24,7 @@ from transformer_lib.training.tasks import token_cross_entropy
 class GPT(SingleStack):
     """Token ids in, next-token logits out; position t sees only positions 0..t.
 
-    Sizes come from a :class:`~transformer_lib.model.TransformerConfig` (``n_layers`` is the one
+    Sizes come from a :class:`~transformer_lib.config.TransformerConfig` (``n_layers`` is the one
     stack's depth). GPT-2 and its successors are pre-norm (``norm_first=True``); the output
     projection shares the embedding matrix when ``tie_embeddings``.
     """

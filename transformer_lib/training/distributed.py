@@ -106,8 +106,8 @@ def wrap(model: nn.Module, device: torch.device, config: TrainConfig, world: int
     """The form a model's training steps run through.
 
     With several processes, ``DistributedDataParallel``, which averages the gradients in
-    ``backward()``. On a GPU, ``torch.compile`` when the config asks for it; with ``cuda_graphs``
-    in ``reduce-overhead`` mode (CUDA graphs). On a CPU, the model itself.
+    ``backward()``; on a GPU, compiled by ``torch.compile`` when the config asks for it, with
+    ``cuda_graphs`` in ``reduce-overhead`` mode (CUDA graphs). Otherwise the model itself.
     """
     on_gpu = device.type == "cuda"
     if world > 1:

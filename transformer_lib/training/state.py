@@ -45,7 +45,7 @@ def restore(checkpoint: Checkpoint, model: nn.Module, update: Update, world: int
 
 
 def config_dict(model: nn.Module) -> dict | None:
-    """The model's dataclass config as a dict (how ``load_model`` rebuilds it), or None."""
+    """The model's dataclass config as a dict, which a checkpoint keeps beside the weights, or None."""
     config = getattr(model, "config", None)
     return dataclasses.asdict(config) if dataclasses.is_dataclass(config) else None
 

@@ -49,6 +49,7 @@ class Trainer:
         config: TrainConfig | None = None,
         run_dir: str | os.PathLike | None = None,
         device: torch.device | str = "cpu",
+        run: RunRecord | None = None,  # the train command's record, which every checkpoint carries
     ) -> None:
         d_model = check_trainable(model, task)
         self.config = c = config or TrainConfig()
@@ -62,7 +63,7 @@ class Trainer:
         self.wrapped = distributed.wrap(model, self.device, c, self.world)  # what training steps run through
         self.position = Position()  # steps, epoch, batch in it, seconds of training: across resumes
         self.history: list[dict] = []
-        self.run: RunRecord | None = None  # the train command's record, which every checkpoint carries
+        self.run = run
         torch.manual_seed(c.seed)
 
     def train(self) -> list[dict]:
@@ -190,7 +191,7 @@ class Trainer:
             return None
         self.model.eval()
         with self.amp.autocast, attention_kernels(self.device):
-            # each process validates alone, and without CUDA graphs: the compiled model, or the model itself
+            # each process validates alone, without CUDA graphs: the compiled model, or else uncompiled
             model = self.model if self.world > 1 or self.config.cuda_graphs else self.wrapped
             sums = summed_loss(self.task, model, batches[self.rank :: self.world], self.device)
         total, count = distributed.sum_across(sums, self.device)
