@@ -42,13 +42,6 @@ KEPT, SNAPSHOTS = "weights-step*.pt", "snapshot-*min.pt"  # the kept weights and
 METRICS = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]
 
 
-def save(obj: object, path: str | os.PathLike) -> Path:
-    """``torch.save`` to a temporary file in the same folder, then rename: never a half-written file."""
-    with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
-    return Path(path)
-
-
 def weights_path(run_dir: str | os.PathLike, step: int) -> Path:
     """Where a run keeps the weights of one step for averaging (``weights-step0000100.pt``)."""
     return Path(run_dir) / f"weights-step{step:07d}.pt"
@@ -201,8 +194,10 @@ class Checkpoint:
         return cls(entries["model"], model_config, run, training, snapshot, entries.get("step"))
 
     def save(self, path: str | os.PathLike) -> Path:
-        """Write the file atomically."""
-        return save(self.entries(), path)
+        """Write the file to a temporary name in the same folder, then rename it: never a half-written file."""
+        with atomic_path(path) as tmp:
+            torch.save(self.entries(), tmp)
+        return Path(path)
 
     def half(self) -> Checkpoint:
         """The weights in fp16 with the model's config and run record only (no training state).
