@@ -14,6 +14,9 @@ After an HTML build, ``_static/translator/`` of the output receives:
   and each served file's version: the start of its SHA-256, the key under which the page keeps the
   file in the browser's Cache Storage.
 
+Each page that translates also gets ``_static/translator/start.js`` written into its head, where it
+starts the translator's worker as the page begins to load (:func:`start_the_worker_first`).
+
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
 (``python -m book_tools.benchmarks.onnx_precision``): a checkpoint without a measured
 BLEU stops the build, so that the page never states a number nobody measured.
@@ -25,6 +28,7 @@ import json
 import shutil
 from pathlib import Path
 
+from docutils import nodes
 from sphinx.errors import ExtensionError
 
 from book_tools.web import runtime as web_runtime
@@ -32,6 +36,7 @@ from book_tools.web.export import MODEL_FILES, cached_export
 from transformer_lib.files import sha256_of, write_text
 
 SERVED = (*MODEL_FILES, "tokenizer.model")  # and model.json; the tokenizer below
+START = Path(__file__).resolve().parent.parent / "_static" / "translator" / "start.js"  # see start_the_worker_first
 
 
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
@@ -108,10 +113,22 @@ def write_translator_files(app, exception) -> None:
         write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
 
 
+def start_the_worker_first(app, pagename, templatename, context, doctree) -> None:
+    """A page that translates (its HTML loads a script of ``_static/translator/``) carries ``START`` in its head,
+    inline: the parser runs it before the theme's scripts and the page's own modules have arrived, so that the
+    translator's worker starts, and fetches ONNX Runtime's WebAssembly, while the rest of the page loads. Inline,
+    not a file: a file would first have to be fetched, and an async script waits for the page's busy thread."""
+    if app.builder.format != "html" or doctree is None:
+        return
+    if any("_static/translator/" in raw.astext() for raw in doctree.findall(nodes.raw)):
+        app.add_js_file(None, body=START.read_text(encoding="utf-8"), priority=100)  # before Sphinx's own (200)
+
+
 def setup(app):
     app.add_config_value("translator_models", {}, "html")  # direction -> checkpoint, from the book's root
     app.add_config_value("translator_precision", "fp16", "html")
     app.add_config_value("translator_record", "results/translator/onnx_precision.json", "html")
     app.add_config_value("translator_confidence_record", "results/translator/confidence.json", "html")
+    app.connect("html-page-context", start_the_worker_first)
     app.connect("build-finished", write_translator_files)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

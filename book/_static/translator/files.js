@@ -28,13 +28,13 @@ export async function cachedBytes(url, version, signal) {
   const hit = cache && (await cache.match(key).catch(() => null));
   if (hit) return new Uint8Array(await hit.arrayBuffer());
   const bytes = new Uint8Array(await (await fetchOk(url, signal)).arrayBuffer());
-  if (cache) {
-    try {
-      for (const old of await cache.keys()) if (old.url.split("?")[0] === url) await cache.delete(old);
-      await cache.put(key, new Response(bytes));
-    } catch {
-      // storage full or refused: the next visit downloads the file again
-    }
-  }
+  if (cache) keep(cache, url, key, new Response(bytes)).catch(() => {}); // the bytes are copied: not awaited
   return bytes;
+}
+
+// A file's new copy in Cache Storage, the older versions deleted; the load does not wait for it.
+// Storage full or refused: the next visit downloads the file again.
+async function keep(cache, url, key, response) {
+  for (const old of await cache.keys()) if (old.url.split("?")[0] === url) await cache.delete(old);
+  await cache.put(key, response);
 }

@@ -16,16 +16,25 @@ class Tensor {
 }
 
 // The sessions live in a worker (worker.js), which runs ONNX Runtime off the page's thread, so that
-// the page never freezes while the runtime compiles, a session starts or the decoder runs. It starts
-// with the first load and fetches the runtime's WebAssembly meanwhile. `call` asks it for one
-// operation; if it fails to start, every call waiting on it fails and the next load starts another.
+// the page never freezes while the runtime compiles, a session starts or the decoder runs. start.js,
+// in the page's head, started it as the page began to load (it fetches the runtime's WebAssembly at
+// once). `call` asks it for one operation; if it fails to start, every call waiting on it fails and
+// the next call starts another.
+const start = self.translatorStart;
+if (!start) throw new Error("translator.js needs start.js in the page's head (book/_ext/translator_site.py)");
+
+// null, or the sentence a page shows instead of the translator (no WebAssembly SIMD or module workers)
+export function unsupported() {
+  return start.unsupported;
+}
+
 let worker = null;
 const pending = new Map(); // a call's id -> its { resolve, reject }
 let calls = 0;
 
 function startWorker() {
   if (worker) return worker;
-  worker = new Worker(new URL("worker.js", here), { type: "module" });
+  worker = start.takeWorker() ?? new Worker(new URL("worker.js", here), { type: "module" });
   worker.onmessage = ({ data: { id, value, error } }) => {
     const waiting = pending.get(id);
     pending.delete(id);
@@ -69,37 +78,6 @@ class Session {
     );
     return call("run", { name: this.name, feeds: plain });
   }
-}
-
-// What this page needs of a browser: WebAssembly with SIMD (ONNX Runtime Web's build) and module
-// workers (worker.js runs it). SIMD is detected as wasm-feature-detect does it: does the browser
-// accept a tiny module that uses one SIMD instruction (i8x16.popcnt)? Module workers as usual too:
-// a browser that has them reads the `type` option of a worker it is asked to start. Returns the
-// sentence to show instead of the translator, or null.
-const SIMD_MODULE = new Uint8Array([
-  0, 97, 115, 109, 1, 0, 0, 0, 1, 5, 1, 96, 0, 1, 123, 3, 2, 1, 0, 10, 10, 1, 8, 0, 65, 0, 253, 15, 253, 98, 11,
-]);
-function simd() {
-  try {
-    return typeof WebAssembly === "object" && WebAssembly.validate(SIMD_MODULE);
-  } catch {
-    return false;
-  }
-}
-function moduleWorkers() {
-  if (typeof Worker !== "function") return false;
-  let read = false;
-  try { // the option's getter stops the worker before it starts: nothing is fetched
-    new Worker("data:,", { get type() { read = true; throw new Error("asked"); } }).terminate();
-  } catch {
-    // asked, or no worker at all
-  }
-  return read;
-}
-export function unsupported() {
-  return simd() && moduleWorkers() ? null : "This browser cannot run the translator: it needs WebAssembly with " +
-    "SIMD and module workers, which Chrome and Edge have had since 2021, Firefox since version 114 and Safari " +
-    "since version 16.4.";
 }
 
 // tokenizer.json.gz: gunzip here, unless the server already did (some send .gz with Content-Encoding).
@@ -189,18 +167,31 @@ export class Translator {
     }
   }
 
-  // Everything at once: the runtime's WebAssembly, model.json, then the encoder, the decoder, the
-  // tensors they share (shared.bin: the embedding and the sinusoids' table, downloaded once, which
-  // both sessions read as their external data) and the tokenizer, each from Cache Storage when an
-  // earlier visit kept it; a session starts as soon as its files and the runtime are in. "basic"
-  // graph optimisation (constant folding, no fusions): the sessions start about 0.1 s sooner than
-  // with "all" on a 2-core machine, and each step is as fast.
+  // The runtime's WebAssembly (the worker fetches it as it starts), model.json and the tokenizer at
+  // once, then the encoder, the decoder and the tensors they share (shared.bin: the embedding and the
+  // sinusoids' table, downloaded once, which both sessions read as their external data), each from
+  // Cache Storage when an earlier visit kept it. The model files are asked for once the WebAssembly
+  // is in: on a slow connection it then arrives first, with the whole bandwidth, and ONNX Runtime
+  // compiles it while they arrive, instead of every file sharing the bandwidth and the compiling
+  // waiting for the last one. A session starts as soon as its files are in. "basic" graph
+  // optimisation (constant folding, no fusions): the sessions start about 0.1 s sooner than with
+  // "all" on a 2-core machine, and each step is as fast.
   static async load(direction, signal) {
     const folder = new URL(`models/${direction}/`, here);
-    startWorker(); // the runtime's WebAssembly arrives while the model files do
+    const runtime = call("runtime"); // starts the worker, which fetches the WebAssembly
+    runtime.catch(() => {}); // awaited below
     const info = await modelInfo(direction);
     const versions = info.files ?? {};
     const file = (name, abort) => cachedBytes(new URL(name, folder).href, versions[name] ?? "unversioned", abort);
+    const name = info.tokenizer ?? "tokenizer.json.gz";
+    const url = new URL(name, folder).href;
+    if (!tokenizers.has(url)) { // shared by the directions: never stopped with one of them
+      const loading = file(name).then(jsonGz).then((spec) => new Tokenizer(spec));
+      loading.catch(() => tokenizers.delete(url)); // a failed load is tried again next time
+      tokenizers.set(url, loading);
+    }
+    await runtime;
+    signal?.throwIfAborted();
     const shared = file(SHARED, signal);
     shared.catch(() => {}); // awaited by each session below
     const session = async (name) => {
@@ -211,13 +202,6 @@ export class Translator {
       };
       return Session.create(`${direction}/${name}`, bytes, options);
     };
-    const name = info.tokenizer ?? "tokenizer.json.gz";
-    const url = new URL(name, folder).href;
-    if (!tokenizers.has(url)) { // shared by the directions: never stopped with one of them
-      const loading = file(name).then(jsonGz).then((spec) => new Tokenizer(spec));
-      loading.catch(() => tokenizers.delete(url)); // a failed load is tried again next time
-      tokenizers.set(url, loading);
-    }
     const [tokenizer, encoder, decoder] = await Promise.all([
       tokenizers.get(url), session("encoder.onnx"), session("decoder.onnx"),
     ]);

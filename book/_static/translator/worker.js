@@ -11,27 +11,44 @@ const here = new URL(".", import.meta.url);
 ort.env.wasm.wasmPaths = new URL("ort/", here).href;
 ort.env.wasm.numThreads = 1; // a static site cannot turn on the cross-origin isolation threads need
 
-// The runtime's WebAssembly (3.7 MB as sent), fetched when the worker starts, while the page fetches
-// the model files. A failed fetch is tried again by the next session.
-let wasm = null;
-function runtime() {
-  if (!wasm) {
+// The runtime's WebAssembly (3.7 MB as sent), fetched when the worker starts, and ONNX Runtime
+// started on it as soon as it is in (a session of IDENTITY, a one-node model, makes it compile and
+// initialise), so that this is done while the page fetches the model files (translator.js asks for
+// them once the WebAssembly is in). A failed fetch or start is tried again by the next session.
+const IDENTITY = new Uint8Array([ // ONNX: y = Identity(x), x and y float[1], opset 13
+  8, 7, 18, 0, 58, 55, 10, 16, 10, 1, 120, 18, 1, 121, 34, 8, 73, 100, 101, 110, 116, 105, 116, 121, 18, 1, 103,
+  90, 15, 10, 1, 120, 18, 10, 10, 8, 8, 1, 18, 4, 10, 2, 8, 1, 98, 15, 10, 1, 121, 18, 10, 10, 8, 8, 1, 18, 4,
+  10, 2, 8, 1, 66, 4, 10, 0, 16, 13,
+]);
+let runtime = null; // { fetched, started }: the WebAssembly's bytes handed to ONNX Runtime; ONNX Runtime started
+function startRuntime() {
+  if (!runtime) {
     const url = new URL("ort/ort-wasm-simd-threaded.wasm", here).href;
-    wasm = cachedBytes(url, ort.env.versions.web).then((bytes) => {
+    const fetched = cachedBytes(url, ort.env.versions.web).then((bytes) => {
       ort.env.wasm.wasmBinary = bytes;
     });
-    wasm.catch(() => (wasm = null));
+    const started = fetched
+      .then(() => ort.InferenceSession.create(IDENTITY, { executionProviders: ["wasm"] }))
+      .then((session) => session.release());
+    runtime = { fetched, started };
+    started.catch(() => (runtime = null));
   }
-  return wasm;
+  return runtime;
 }
-runtime().catch(() => {});
+startRuntime();
+// ONNX Runtime's JavaScript for its WebAssembly, which it imports when it starts: fetched now, beside the
+// WebAssembly, instead of after it (the same address, so ONNX Runtime's import finds it loaded).
+import("./ort/ort-wasm-simd-threaded.mjs").catch(() => {});
 
 const sessions = new Map(); // a name ("de_en/encoder.onnx") -> its session
 const tensor = ({ type, data, dims }) => new ort.Tensor(type, data, dims);
 
 const ops = {
+  async runtime() { // resolves once the WebAssembly is in: the page then fetches the model files
+    await startRuntime().fetched;
+  },
   async create({ name, bytes, options }) {
-    await runtime();
+    await startRuntime().started;
     sessions.set(name, await ort.InferenceSession.create(bytes, options));
     return name;
   },
