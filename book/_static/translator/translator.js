@@ -3,7 +3,10 @@
 // package's decoding.extend does it. Nothing is sent anywhere: every file comes from this site.
 
 import { cachedBytes, fetchOk, openCache } from "./files.js";
+import { confidenceOf } from "./greedy.js";
 import { Tokenizer } from "./tokenizer.js";
+
+export { argmax, confidenceOf, probability } from "./greedy.js"; // for the look-inside page
 
 const here = new URL(".", import.meta.url);
 const SHARED = "shared.bin"; // the tensors encoder.onnx and decoder.onnx both read, as the export names it
@@ -212,18 +215,24 @@ export class Translator {
     Object.assign(this, { info, tokenizer, encoder, decoder });
   }
 
-  // The source side once per sentence: its ids (<eos> last), the encoder's memory and its
-  // self-attention, (1, layers, heads, len(srcIds), len(srcIds)).
-  async encode(text) {
+  // A sentence's ids, <eos> last, and the length limit of its translation (source tokens +
+  // max_extra, within the model's positions).
+  source(text) {
     const { "<eos>": EOS } = this.info.special_ids; // model.json: the package's ids
     const srcIds = [...this.tokenizer.encode(text), EOS];
     if (srcIds.length > this.info.config.max_len) {
       throw new Error(`the sentence has ${srcIds.length} tokens, more than the ${this.info.config.max_len} ` +
         "the model can read: shorten it");
     }
+    return { srcIds, limit: Math.min(srcIds.length + this.info.max_extra, this.info.config.max_len - 1) };
+  }
+
+  // The source side once per sentence: its ids (<eos> last), the encoder's memory and its
+  // self-attention, (1, layers, heads, len(srcIds), len(srcIds)).
+  async encode(text) {
+    const { srcIds, limit } = this.source(text);
     const src = new Tensor("int64", BigInt64Array.from(srcIds, BigInt), [1, srcIds.length]);
     const { memory, encoder_attention: attention } = await this.encoder.run({ src });
-    const limit = Math.min(srcIds.length + this.info.max_extra, this.info.config.max_len - 1);
     return { srcIds, src, memory, attention, limit };
   }
 
@@ -256,63 +265,26 @@ export class Translator {
     return { logits, vocab };
   }
 
-  // Greedy decoding, exactly as the package's decoding.extend does it: the most probable token at
-  // each step, until <eos> or the length limit (source tokens + max_extra, the last allowed token
-  // forced to <eos>). The last step's cross-attention has one row per output token. `finished` says
-  // whether the model chose <eos> itself (false: a runaway output, cut at the limit), `confidence`
-  // is the mean probability of the tokens it chose (OnnxTranslator.translate_one, in Python).
+  // Greedy decoding (greedy.js), run in the worker: the encoder, then one decoder call per token.
+  // The last step's cross-attention has one row per output token. `finished` says whether the model
+  // chose <eos> itself (false: a runaway output, cut at the limit), `confidence` is the mean
+  // probability of the tokens it chose (OnnxTranslator.translate_one, in Python).
   async translate(text) {
     const start = performance.now();
-    const { "<bos>": BOS, "<eos>": EOS } = this.info.special_ids;
-    const source = await this.encode(text);
-    const out = [BOS];
-    const chosen = []; // the probability of each token the model picked
-    let attention = null;
-    let finished = false;
-    for (let step = 0; step < source.limit; step++) {
-      const { logits, cross } = await this.next(source, out);
-      const next = argmax(logits);
-      attention = cross;
-      if (step + 1 >= source.limit && next !== EOS) { // the limit: <eos> forced, not chosen
-        out.push(EOS);
-        break;
-      }
-      out.push(next);
-      chosen.push(probability(logits, next));
-      if (next === EOS) {
-        finished = true;
-        break;
-      }
-    }
-    const ids = out.slice(1); // the generated tokens, <eos> last
+    const { "<bos>": bos, "<eos>": eos } = this.info.special_ids;
+    const { srcIds, limit } = this.source(text);
+    const { ids, attention, finished, chosen } = await call("translate", {
+      encoder: this.encoder.name, decoder: this.decoder.name, srcIds, limit, bos, eos,
+      neverGenerated: this.info.never_generated,
+    });
     return {
       text: this.tokenizer.decode(ids.slice(0, -1)),
-      srcIds: source.srcIds,
-      ids,
+      srcIds,
+      ids, // the generated tokens, <eos> last
       attention, // (1, layers, heads, len(ids), len(srcIds))
       finished,
       confidence: confidenceOf(chosen),
       ms: performance.now() - start,
     };
   }
-}
-
-// The translator's confidence: the mean probability the model gave the tokens it chose (0 for none).
-export function confidenceOf(probabilities) {
-  return probabilities.length ? probabilities.reduce((a, b) => a + b, 0) / probabilities.length : 0;
-}
-
-// softmax(logits)[index], in double precision (never-generated tokens are -Infinity: weight 0).
-export function probability(logits, index) {
-  const top = logits[argmax(logits)];
-  let sum = 0;
-  for (let v = 0; v < logits.length; v++) sum += Math.exp(logits[v] - top);
-  return Math.exp(logits[index] - top) / sum;
-}
-
-// The index of the largest value (the first of equals, as torch.argmax on a CPU).
-export function argmax(values) {
-  let best = 0;
-  for (let v = 1; v < values.length; v++) if (values[v] > values[best]) best = v;
-  return best;
 }

@@ -6,6 +6,7 @@
 
 import * as ort from "./ort/ort.wasm.min.mjs";
 import { cachedBytes } from "./files.js";
+import { greedy } from "./greedy.js";
 
 const here = new URL(".", import.meta.url);
 ort.env.wasm.wasmPaths = new URL("ort/", here).href;
@@ -42,6 +43,8 @@ import("./ort/ort-wasm-simd-threaded.mjs").catch(() => {});
 
 const sessions = new Map(); // a name ("de_en/encoder.onnx") -> its session
 const tensor = ({ type, data, dims }) => new ort.Tensor(type, data, dims);
+const plain = (t) => ({ type: t.type, data: t.data, dims: t.dims }); // what a message can carry
+const ids = (values) => new ort.Tensor("int64", BigInt64Array.from(values, BigInt), [1, values.length]);
 
 const ops = {
   async runtime() { // resolves once the WebAssembly is in: the page then fetches the model files
@@ -55,7 +58,22 @@ const ops = {
   async run({ name, feeds }) {
     const inputs = Object.fromEntries(Object.entries(feeds).map(([key, value]) => [key, tensor(value)]));
     const outputs = await sessions.get(name).run(inputs);
-    return Object.fromEntries(Object.entries(outputs).map(([key, t]) => [key, { type: t.type, data: t.data, dims: t.dims }]));
+    return Object.fromEntries(Object.entries(outputs).map(([key, t]) => [key, plain(t)]));
+  },
+  // A whole greedy translation (greedy.js) here, each decoder step without a round trip to the page:
+  // the generated ids, the last step's cross-attention, whether the model ended the sentence itself
+  // and the probability of each token it chose.
+  async translate({ encoder, decoder, srcIds, limit, bos, eos, neverGenerated }) {
+    const src = ids(srcIds);
+    const { memory } = await sessions.get(encoder).run({ src });
+    const next = async (prefix) => {
+      const result = await sessions.get(decoder).run({ tgt: ids(prefix), memory, src });
+      const logits = result.logits.data;
+      for (const id of neverGenerated) logits[id] = -Infinity;
+      return { logits, cross: result.cross_attention };
+    };
+    const { attention, ...rest } = await greedy(next, { bos, eos, limit });
+    return { ...rest, attention: plain(attention) };
   },
 };
 
