@@ -22,6 +22,7 @@ import pytest
 
 from book_tools.web.serve import serve
 from conftest import ROOT, SITE, VIEWPORT, built_pages
+from transformer_lib.files import write_text
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -173,6 +174,6 @@ def test_the_record(visits, browser):
     """The table of every page's first visit; written to RECORD when PAGE_WEIGHT_RECORD=1."""
     text = table(visits, browser.version)
     if os.environ.get(RECORD_ENV) == "1":
-        RECORD.write_text(text, encoding="utf-8")
+        write_text(RECORD, text)  # atomically: a record is never half-written
     print("\n" + text)
     assert len(text.splitlines()) == len(visits) + 7

@@ -35,6 +35,7 @@ from test_page_weight import commit, machine
 from test_translator_page import FIFTEEN_WORDS, SENTENCES
 
 from conftest import ROOT, SITE, VIEWPORT
+from transformer_lib.files import write_text
 
 pytestmark = pytest.mark.slow  # a minute or so
 
@@ -222,7 +223,7 @@ def test_the_record(measured, browser):
     """The measurement as book/translator.md shows it; written to RECORD when BROWSER_SPEED_RECORD=1."""
     text = record(measured, browser.version)
     if os.environ.get(RECORD_ENV) == "1":
-        RECORD.write_text(text, encoding="utf-8")
+        write_text(RECORD, text)  # atomically: a record is never half-written
     print("\n" + text)
     for loads in measured["phone"].values():
         for load in loads:
