@@ -17,10 +17,11 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib
+from book_tools.cli import main as tools
+from book_tools.sweep import plan
 from conftest import run_cli
 from transformer_lib import PAD_ID, Tokenizer, load_multi30k
-from transformer_lib.cli import main
-from transformer_lib.cli.sweep import plan
+from transformer_lib.cli import TOOLS_COMMANDS, main
 from transformer_lib.coursework import exercises
 from transformer_lib.coursework.exercises import EXERCISES, check
 from transformer_lib.errors import InvalidValue
@@ -95,7 +96,7 @@ def test_solution_passes_its_check(path, index, monkeypatch, request):
 
 CODE = re.compile(r"`([^`\n]+)`")
 # A command as a lesson's cell runs it (the kernel's Python), or as a terminal in the repository does.
-COMMAND = re.compile(r"^!?(?:\{sys\.executable\}|python) -m transformer_lib (.+)$")
+COMMAND = re.compile(r"^!?(?:PYTHONPATH=\S+ )?(?:\{sys\.executable\}|python) -m (?:transformer_lib|book_tools) (.+)$")
 # The lessons' folders, as their set-up cells name them, seen from the repository's root.
 FOLDERS = {"{REPO}": ".", "{RESULTS}": "results/multi30k"}
 # Names an exercise may use without the lesson or the package defining them: PyTorch's.
@@ -171,10 +172,10 @@ def test_every_file_an_exercise_names_exists(path):
 
 
 def is_command(name: str) -> bool:
-    """Whether ``python -m transformer_lib NAME --help`` succeeds."""
+    """Whether ``python -m transformer_lib NAME --help`` (or the book's tools', for theirs) succeeds."""
     quiet = io.StringIO()
     with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet), pytest.raises(SystemExit) as stop:
-        main([name, "--help"])
+        (tools if name in TOOLS_COMMANDS else main)([name, "--help"])
     return stop.value.code == 0
 
 

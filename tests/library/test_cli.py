@@ -14,6 +14,7 @@ from transformer_lib import TransformerConfig, checkpoint
 from transformer_lib.checkpoint import model_file
 from transformer_lib.cli import main
 from transformer_lib.config import DecodeConfig
+from transformer_lib.metrics import moses_bleu, sacrebleu_score
 from transformer_lib.training.run_config import CONFIG_DIR, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -280,3 +281,15 @@ def test_score_reads_a_committed_runs_hypotheses_from_its_sweeps_archive(mirror,
         assert scored[key] == recorded[key], key
     missing = run_cli("score", str(run / "test_2099.hyp.txt"), "--split", "test_2016_flickr", "--tgt", "de")
     assert missing.returncode == 2 and missing.stderr == f"error: no hypotheses file {run / 'test_2099.hyp.txt'}\n"
+
+
+def test_scores_of_the_references_themselves_and_of_a_wrong_file(mirror, tmp_path):
+    from transformer_lib.cli import main
+    from transformer_lib.data import load_multi30k
+
+    refs = load_multi30k("val", "en")
+    assert moses_bleu(refs, refs, "en") == pytest.approx(100.0)
+    assert moses_bleu([r.upper() for r in refs], refs, "en") == pytest.approx(100.0)  # lowercased
+    assert sacrebleu_score([r.upper() for r in refs], refs) < 10  # cased
+    (tmp_path / "short.txt").write_text("\n".join(refs[:10]) + "\n", encoding="utf-8")
+    assert main(["score", str(tmp_path / "short.txt"), "--split", "val", "--tgt", "en"]) == 2

@@ -103,8 +103,8 @@ NAMES = [
     "token_batches",
     "tokenized_bleu",
 ]
-COMMANDS = ["train", "evaluate", "translate", "score", "sweep", "pack"]
-TOOLS_COMMANDS = ["export-onnx", "assign", "grade"]  # python -m book_tools
+COMMANDS = ["train", "evaluate", "translate", "score"]
+TOOLS_COMMANDS = ["export-onnx", "assign", "grade", "sweep", "pack"]  # python -m book_tools
 
 
 @pytest.mark.parametrize("name", NAMES)

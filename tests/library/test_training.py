@@ -447,3 +447,33 @@ def test_the_time_linear_schedule_reads_the_runs_time_across_a_resume(tmp_path, 
     resumed.load_state(load_checkpoint(tmp_path / "cut" / "checkpoint.pt"))
     current.append(resumed)
     assert [r["lr"] for r in resumed.train() if "lr" in r] == pytest.approx(rates[3:])
+
+
+def test_max_minutes_ends_training_as_max_steps_does(tmp_path):
+    class Task:
+        def train_batches(self, epoch):
+            return [[0]] * 50
+
+        def val_batches(self):
+            return [[0]]
+
+        def make_batch(self, indices, train):
+            return torch.ones(2, 3)
+
+        def loss(self, model, batch, train):
+            return model(batch).sum(), 1
+
+    model = torch.nn.Linear(3, 3)
+    model.d_model = 4
+    trainer = Trainer(model, Task(), TrainConfig(epochs=5, max_minutes=1e-9, progress=False), run_dir=tmp_path)
+    history = trainer.train()
+    assert trainer.position.step == 1  # the budget is spent after the first step
+    assert "val_loss" in history[-1] and (tmp_path / "checkpoint.pt").is_file()
+
+
+def test_half_precision_keeps_tied_weights_as_one_tensor():
+    model = Transformer(TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32))
+    half = Checkpoint(model.state_dict()).half().weights
+    assert half["src_embed.weight"].dtype == torch.float16
+    assert half["src_embed.weight"] is half["generator.weight"] is half["tgt_embed.weight"]
+    assert torch.equal(half["generator.weight"].float(), model.generator.weight.detach().half().float())

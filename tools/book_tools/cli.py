@@ -1,12 +1,13 @@
-"""The tools' command line: the assignments, their grading, the website's export.
+"""The tools' command line: the assignments, their grading, the website's export, sweeps.
 
 For example::
 
     python -m book_tools assign assignments --out _build/assignments   # Otter: student, solution, autograder
     python -m book_tools grade _build/assignments/a2_attention/autograder/autograder.zip submissions/ --csv a2.csv
     python -m book_tools export-onnx runs/NAME exported/de_en          # ONNX files for a browser (book: translator)
+    python -m book_tools sweep experiments/multi30k/sweep2_final.yaml --out runs/sweep2 --jobs 2 --archive s2.tar.gz
 
-Training, translating, scoring and sweeps are the library's: ``python -m transformer_lib train`` and friends.
+Training one run, translating and scoring are the library's: ``python -m transformer_lib train`` and friends.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from book_tools import sweep
 from book_tools.web.export import PRECISIONS, export_onnx
 from transformer_lib.cli import run_command, utf8_console
+from transformer_lib.cli.commands import parse_device
+from transformer_lib.errors import InvalidValue
 
 
 def cmd_export_onnx(args: argparse.Namespace) -> None:
@@ -37,6 +41,21 @@ def cmd_grade(args: argparse.Namespace) -> None:
     print(grading.table(grading.grade(args.autograder, args.submissions, args.csv, args.timeout)))
     if args.csv:
         print(f"written to {args.csv}")
+
+
+def cmd_sweep(args: argparse.Namespace) -> None:
+    for flag in ("jobs", "threads"):
+        if getattr(args, flag) < 1:
+            raise InvalidValue(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    parse_device(args.device)  # here, once, rather than in every run's process after they have started
+    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads, only=args.runs)
+    print(sweep.table(summary))
+    if args.archive:
+        print(f"packed into {sweep.pack(args.out, args.archive)}")
+
+
+def cmd_pack(args: argparse.Namespace) -> None:
+    print(f"packed into {sweep.pack(args.folder, args.archive)}")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -68,6 +87,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write points per question and submission to this CSV file")
     p.add_argument("--timeout", type=int, default=900, help="seconds one submission may take to grade (default 900)")
     p.set_defaults(run=cmd_grade)
+    p = sub.add_parser("sweep", help="train the runs of a sweep file side by side, then pack their records")
+    p.add_argument("file", help="the sweep file (YAML: common sections and runs)")
+    p.add_argument("--out", required=True, help="folder for the sweep's run folders")
+    p.add_argument("--jobs", type=int, default=8, help="runs trained at the same time (default 8)")
+    p.add_argument("--threads", type=int, default=1, help="CPU threads per run (default 1; a CPU sweep: the cores)")
+    p.add_argument("--archive", help="also pack the records into this .tar.gz (no checkpoints)")
+    p.add_argument("--runs", nargs="+", metavar="NAME", help="train only these runs of the file (default: all)")
+    p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
+    p.set_defaults(run=cmd_sweep)
+    p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
+    p.add_argument("folder")
+    p.add_argument("archive")
+    p.set_defaults(run=cmd_pack)
     return parser
 
 

@@ -15,8 +15,8 @@ sentencepiece, sacrebleu, tqdm and PyYAML, and runs from a source checkout (``PY
 This module holds the parser and ``main``; the commands' bodies are in
 :mod:`~transformer_lib.cli.commands`, a run's config in :mod:`~transformer_lib.training.run_config`,
 translating and scoring in :mod:`transformer_lib.translation`, the loop in :mod:`transformer_lib.training`.
-The book's own tools (the assignments and their grading, the website's export) have a
-command line of their own, ``python -m book_tools``, in the repository's ``tools/`` folder.
+The book's own tools (the assignments and their grading, the website's export, sweeps of many
+runs) have a command line of their own, ``python -m book_tools``, in the repository's ``tools/`` folder.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from transformer_lib import __version__
-from transformer_lib.cli.commands import cmd_evaluate, cmd_pack, cmd_score, cmd_sweep, cmd_train, cmd_translate
+from transformer_lib.cli.commands import cmd_evaluate, cmd_score, cmd_train, cmd_translate
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import LANGUAGES, SPLITS
 from transformer_lib.errors import Interrupted, TransformerLibError
@@ -45,7 +45,7 @@ def utf8_console() -> None:
 
 
 # The book's own tools (book_tools, in tools/ of the repository: not part of this package) took these.
-TOOLS_COMMANDS = ("export-onnx", "assign", "grade")
+TOOLS_COMMANDS = ("export-onnx", "assign", "grade", "sweep", "pack")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -75,17 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", required=True, choices=list(SPLITS))
     p.add_argument("--tgt", required=True, choices=list(LANGUAGES), help="the language of the translations")
     p.add_argument("--moses", action="store_true", help="also the papers' Moses-tokenized BLEU (needs sacremoses)")
-    p = sub.add_parser("sweep", help="train the runs of a sweep file side by side, then pack their records")
-    p.add_argument("file", help="the sweep file (YAML: common sections and runs)")
-    p.add_argument("--out", required=True, help="folder for the sweep's run folders")
-    p.add_argument("--jobs", type=int, default=8, help="runs trained at the same time (default 8)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads per run (default 1; a CPU sweep: the cores)")
-    p.add_argument("--archive", help="also pack the records into this .tar.gz (no checkpoints)")
-    p.add_argument("--runs", nargs="+", metavar="NAME", help="train only these runs of the file (default: all)")
-    p = sub.add_parser("pack", help="pack a sweep's records into a .tar.gz, without checkpoints")
-    p.add_argument("folder")
-    p.add_argument("archive")
-    for name in ("train", "evaluate", "translate", "sweep"):
+    for name in ("train", "evaluate", "translate"):
         p = sub.choices[name]
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -98,8 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "evaluate": cmd_evaluate,
         "translate": cmd_translate,
         "score": cmd_score,
-        "sweep": cmd_sweep,
-        "pack": cmd_pack,
     }
     return run_command(commands[args.command], args)
 

@@ -22,7 +22,6 @@ import yaml
 from transformer_lib import checkpoint, metrics, records
 from transformer_lib.batching import encode_pairs, example_size, round_up
 from transformer_lib.checkpoint import RunRecord
-from transformer_lib.cli import sweep
 from transformer_lib.config import DecodeConfig, TrainConfig
 from transformer_lib.data import load_multi30k, load_pairs
 from transformer_lib.errors import Interrupted, InvalidValue, MissingFile
@@ -340,18 +339,3 @@ def cmd_score(args: argparse.Namespace) -> None:
     if args.moses:
         result["bleu_moses_lowercase"] = round(metrics.moses_bleu(hypotheses, references, args.tgt), 2)
     print(json.dumps(result, indent=2))
-
-
-def cmd_sweep(args: argparse.Namespace) -> None:
-    for flag in ("jobs", "threads"):
-        if getattr(args, flag) < 1:
-            raise InvalidValue(f"--{flag} must be at least 1, got {getattr(args, flag)}")
-    parse_device(args.device)  # here, once, rather than in every run's process after they have started
-    summary = sweep.run_sweep(args.file, args.out, args.jobs, args.device, threads=args.threads, only=args.runs)
-    print(sweep.table(summary))
-    if args.archive:
-        print(f"packed into {sweep.pack(args.out, args.archive)}")
-
-
-def cmd_pack(args: argparse.Namespace) -> None:
-    print(f"packed into {sweep.pack(args.folder, args.archive)}")

@@ -1,21 +1,16 @@
-"""The tools of a training campaign: the sweep driver, its archive, the time budget, half-precision export, scoring."""
+"""The sweep driver: every committed sweep file plans; runs train side by side; records pack without checkpoints."""
 
 import json
 import tarfile
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
+from book_tools import sweep
 from conftest import run_cli
-from transformer_lib import checkpoint, records
-from transformer_lib.cli import sweep
-from transformer_lib.config import TransformerConfig
+from transformer_lib import records
 from transformer_lib.errors import InvalidValue, MissingFile
-from transformer_lib.metrics import moses_bleu, sacrebleu_score
-from transformer_lib.model import Transformer
-from transformer_lib.training import TrainConfig, Trainer
 from transformer_lib.training.run_config import load_config, resolved_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,48 +197,6 @@ def test_runs_trains_some_of_a_files_runs_and_the_rest_join_its_record(mirror, t
     assert sorted(p.name for p in out.iterdir()) == ["a", "c", "configs", "logs", "sweep.json"]
     summary = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
     assert list(summary) == ["a", "c"] and all(run["scores"]["steps"] == 2 for run in summary.values())
-
-
-def test_max_minutes_ends_training_as_max_steps_does(tmp_path):
-    class Task:
-        def train_batches(self, epoch):
-            return [[0]] * 50
-
-        def val_batches(self):
-            return [[0]]
-
-        def make_batch(self, indices, train):
-            return torch.ones(2, 3)
-
-        def loss(self, model, batch, train):
-            return model(batch).sum(), 1
-
-    model = torch.nn.Linear(3, 3)
-    model.d_model = 4
-    trainer = Trainer(model, Task(), TrainConfig(epochs=5, max_minutes=1e-9, progress=False), run_dir=tmp_path)
-    history = trainer.train()
-    assert trainer.position.step == 1  # the budget is spent after the first step
-    assert "val_loss" in history[-1] and (tmp_path / "checkpoint.pt").is_file()
-
-
-def test_half_precision_keeps_tied_weights_as_one_tensor():
-    model = Transformer(TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32))
-    half = checkpoint.Checkpoint(model.state_dict()).half().weights
-    assert half["src_embed.weight"].dtype == torch.float16
-    assert half["src_embed.weight"] is half["generator.weight"] is half["tgt_embed.weight"]
-    assert torch.equal(half["generator.weight"].float(), model.generator.weight.detach().half().float())
-
-
-def test_scores_of_the_references_themselves_and_of_a_wrong_file(mirror, tmp_path):
-    from transformer_lib.cli import main
-    from transformer_lib.data import load_multi30k
-
-    refs = load_multi30k("val", "en")
-    assert moses_bleu(refs, refs, "en") == pytest.approx(100.0)
-    assert moses_bleu([r.upper() for r in refs], refs, "en") == pytest.approx(100.0)  # lowercased
-    assert sacrebleu_score([r.upper() for r in refs], refs) < 10  # cased
-    (tmp_path / "short.txt").write_text("\n".join(refs[:10]) + "\n", encoding="utf-8")
-    assert main(["score", str(tmp_path / "short.txt"), "--split", "val", "--tgt", "en"]) == 2
 
 
 def test_a_sweep_reads_floats_as_run_configs_do(tmp_path):

@@ -1,5 +1,8 @@
 """A sweep: many training runs at once on one GPU, then one archive of their records (lesson 11).
 
+    python -m book_tools sweep experiments/multi30k/sweep2_final.yaml --out runs/sweep2 --jobs 2
+
+
 A small Transformer uses a fraction of an H100, so the runs of a sweep train side by side as
 separate processes, each in its own run folder. A sweep file is YAML::
 
@@ -16,7 +19,7 @@ process starts, so a typo fails at once, not after minutes of GPU time. ``only``
 ``sweep.json`` then gains them, or the one run a lent machine has time for. :func:`pack` puts a
 sweep's records (configs, environments, metrics, logs, scores, hypotheses, exported half-precision
 models) into one ``.tar.gz`` and leaves out the checkpoints. Extracted under ``results/``, such a
-sweep is committed with ``python -m transformer_lib.records FOLDER`` (:mod:`transformer_lib.records`):
+sweep is committed with ``python -m book_tools.records FOLDER`` (:mod:`book_tools.records`):
 the runs' summaries stay files, the rest goes back into one archive that the code still reads.
 """
 
