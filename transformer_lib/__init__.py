@@ -13,13 +13,12 @@ it instead of writing it again. The folders follow the book:
   update, the progress bar, the run's folder, several processes and a run's YAML config
   (packaged configs in ``configs/``, a data folder);
 * ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
-* ``cli/``: training runs from the command line (lesson 11): train, evaluate, translate, score,
-  and sweeps of runs side by side;
+* ``cli/``: training runs from the command line (lesson 11): train, evaluate, translate, score;
 * ``coursework/``: the exercises' checks, the quizzes, and the helpers the assignments' tests use;
 * ``benchmarks/``: the measurements lessons 10 and 12 and the appendix run.
 
 ``from transformer_lib import X`` gives every name in ``__all__``, wherever it lives. The book's own
-tools (grading the assignments, the website's export and server, the other benchmarks) are
+tools (grading the assignments, the website's export and server, sweeps, the other benchmarks) are
 another package, ``book_tools``, in the repository's ``tools/`` folder: it imports this one, never
 the other way round.
 """
