@@ -9,7 +9,12 @@ holds:
   :func:`average_checkpoints` averages into ``checkpoint_averaged.pt``;
 * ``snapshot-<minutes>min.pt``: with ``snapshot_minutes``, the model of an earlier moment;
 * ``model_fp16.pt``: the evaluated weights in half precision, small enough to share;
-* ``metrics.csv``: one row per step and validation (:class:`RunFolder`).
+* ``metrics.csv``: one row per step and validation;
+* ``config.yaml``, ``environment.json``, ``tokenizer.model`` and ``log.txt``: what the run is, where
+  it ran, its vocabulary and what it said; ``<split>.hyp.txt``, ``scores.json`` and ``curve.json``:
+  its translations and scores, written when training ends.
+
+:class:`RunFolder` writes every one of these files and names them; nothing else does.
 
 Files of the ``train`` command also carry the :class:`RunRecord`: the direction, the model's
 config, how it decodes, and the tokenizer. Files hold only tensors and plain Python values, so
@@ -22,7 +27,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +39,14 @@ from torch import Tensor
 
 from transformer_lib.config import DecodeConfig, TransformerConfig
 from transformer_lib.errors import InvalidValue, MissingFile
-from transformer_lib.files import atomic_path
+from transformer_lib.files import atomic_path, write_bytes, write_text
 
 FORMAT = 2  # the layout of a checkpoint file; 1: the files of 0.3.0 and before (no "format" entry)
 CHECKPOINT = "checkpoint.pt"  # a run folder's latest full checkpoint
 AVERAGED = "checkpoint_averaged.pt"  # the mean of its last kept weights, with the run record
 HALF = "model_fp16.pt"  # the evaluated weights in half precision, with the run record: small enough to share
 KEPT, SNAPSHOTS = "weights-step*.pt", "snapshot-*min.pt"  # the kept weights and the snapshots, as patterns
+CONFIG, SCORES, TOKENIZER = "config.yaml", "scores.json", "tokenizer.model"  # a run's config, scores, vocabulary
 METRICS = ["step", "epoch", "loss", "lr", "grad_norm", "items", "items_per_s", "val_loss", "val_ppl"]
 
 
@@ -287,7 +295,7 @@ class RunFolder:
 
     The checkpoint, with ``keep_last`` the weights of the last checkpoints kept for averaging,
     snapshots, and ``metrics.csv``, one row per step and validation, cut back on resume so that no
-    step is logged twice.
+    step is logged twice; the run's config, environment, tokenizer and log; its translations and scores.
     """
 
     def __init__(self, path: str | os.PathLike | None, is_main: bool = True) -> None:
@@ -347,3 +355,37 @@ class RunFolder:
         weights = average_checkpoints(kept) if kept else checkpoint.weights
         snapshot = dataclasses.replace(checkpoint, weights=weights, snapshot=moment)
         return snapshot.save(snapshot_path(self.path, moment.minutes))
+
+    def start(self, config: dict, environment: dict, tokenizer: bytes | None) -> None:
+        """``config.yaml`` (the resolved run config), ``environment.json`` and, for a new run, ``tokenizer.model``."""
+        import yaml  # PyYAML: a run's config is YAML, as the configs it starts from
+
+        if not self.writes:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_text(self.path / CONFIG, yaml.safe_dump(config, sort_keys=False))
+        write_text(self.path / "environment.json", json.dumps(environment, indent=2) + "\n")
+        if tokenizer is not None:
+            write_bytes(self.path / TOKENIZER, tokenizer)
+
+    def note(self, message: str) -> None:
+        """Say ``message`` on the standard error, and append it to the run's ``log.txt``."""
+        print(message, file=sys.stderr, flush=True)
+        if self.writes:
+            with open(self.path / "log.txt", "a", encoding="utf-8") as f:
+                f.write(message + "\n")
+
+    def save_hypotheses(self, split: str, hypotheses: Sequence[str]) -> None:
+        """``<split>.hyp.txt``: the run's translations of ``split``, one a line."""
+        if self.writes:
+            write_text(self.path / f"{split}.hyp.txt", "\n".join(hypotheses) + "\n")
+
+    def save_scores(self, scores: dict) -> None:
+        """``scores.json``: the final scores; a run that has one has finished."""
+        if self.writes:
+            write_text(self.path / SCORES, json.dumps(scores, indent=2) + "\n")
+
+    def save_curve(self, curve: dict) -> None:
+        """``curve.json``: the scores of each snapshot and of the end, BLEU after so many minutes."""
+        if self.writes:
+            write_text(self.path / "curve.json", json.dumps(curve, indent=2) + "\n")

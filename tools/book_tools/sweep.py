@@ -121,7 +121,7 @@ def run_sweep(
     order = plan(sweep_file, out, only)  # every run's config, in the file's order, even of runs not in ``only``
     configs = {name: path for name, path in order.items() if only is None or name in only}
     for name in configs:
-        if (out / name / "config.yaml").exists():
+        if (out / name / checkpoint.CONFIG).exists():
             raise InvalidValue(f"{out / name} already holds a run: choose another --out")
     (out / "logs").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
@@ -142,7 +142,7 @@ def run_sweep(
                 continue
             log.close()
             del running[name]
-            scores_path = out / name / "scores.json"
+            scores_path = out / name / checkpoint.SCORES
             scores = json.loads(scores_path.read_text(encoding="utf-8")) if scores_path.exists() else None
             seconds = round(time.perf_counter() - began, 1)
             summary[name] = {"returncode": process.returncode, "seconds": seconds, "scores": scores}

@@ -17,7 +17,6 @@ from datetime import datetime
 from pathlib import Path
 
 import torch
-import yaml
 
 from transformer_lib import checkpoint, metrics, records
 from transformer_lib.batching import encode_pairs, example_size, round_up
@@ -48,12 +47,6 @@ def parse_device(name: str) -> torch.device:
     if device.type == "mps" and not torch.backends.mps.is_available():
         raise InvalidValue(f"--device {name}: this machine has no Apple GPU; use --device cpu (or auto)")
     return device
-
-
-def _log(run_dir: Path, message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-    with open(run_dir / "log.txt", "a", encoding="utf-8") as f:
-        f.write(message + "\n")
 
 
 # What --resume may change: how long to train and how often to look; never what is trained.
@@ -89,14 +82,14 @@ def _resume_state(run_dir: Path, config: RunConfig, device: torch.device) -> che
     path = run_dir / checkpoint.CHECKPOINT
     if not path.is_file():
         raise MissingFile(f"--resume: no checkpoint at {path}; leave out --resume to start a run there")
-    old = load_config(str(run_dir / "config.yaml"))
+    old = load_config(str(run_dir / checkpoint.CONFIG))
     changed = _changes(old, config)
     if changed:
         raise InvalidValue(
             f"--resume: the config changes {'; '.join(changed)} of the run in {run_dir}; "
             "resume with the run's own config.yaml, or start a new run in another folder"
         )
-    if (run_dir / "scores.json").exists() and not _trains_further(old.training, config.training):
+    if (run_dir / checkpoint.SCORES).exists() and not _trains_further(old.training, config.training):
         raise InvalidValue(
             f"--resume: the run in {run_dir} has finished (its scores.json is written); to train it further, "
             "raise training.max_steps, max_minutes or epochs in a copy of its config.yaml; to score it again: "
@@ -118,9 +111,10 @@ def cmd_train(args: argparse.Namespace) -> None:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = Path(distributed.broadcast(str(args.run_dir or Path("runs") / f"{config.name}-{stamp}")))
     state = _resume_state(run_dir, config, device) if args.resume else None
-    if state is None and (run_dir / "config.yaml").exists():
+    if state is None and (run_dir / checkpoint.CONFIG).exists():
         raise InvalidValue(f"{run_dir} already holds a run: continue it with --resume, or choose another --run-dir")
     data: DataConfig = config.data
+    folder = checkpoint.RunFolder(run_dir, is_main=main)
     seed_everything(config.training.seed)
     env = {**environment(device), "processes": distributed.world_size(), "precision": precision}
     start = time.perf_counter()
@@ -133,45 +127,40 @@ def cmd_train(args: argparse.Namespace) -> None:
     if main:
         train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
         _check_lengths(train + val, config)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_text(run_dir / "config.yaml", yaml.safe_dump(resolved_config(config), sort_keys=False))
-        write_text(run_dir / "environment.json", json.dumps(env, indent=2) + "\n")
-        if state is None:
-            tokenizer.save(run_dir / "tokenizer.model")
+        folder.start(resolved_config(config), env, tokenizer.to_bytes() if state is None else None)
         training = config.training
-        _log(
-            run_dir,
+        folder.note(
             f"run {run_dir} on {env['device']} x {env['processes']}, torch {env['torch']}, "
             f"commit {env['git_commit'][:12]}, precision {precision} (config: {training.precision})",
         )
         if device.type != "cuda" and (training.precision == "bf16" or training.compile):
-            _log(run_dir, "note: bf16 and compile apply on a CUDA GPU only; this run uses fp32 and eager mode")
+            folder.note("note: bf16 and compile apply on a CUDA GPU only; this run uses fp32 and eager mode")
     distributed.barrier()  # the other processes read the main one's tokenizer
     if not main:
         if state is None:
-            tokenizer = Tokenizer.load(run_dir / "tokenizer.model")
+            tokenizer = Tokenizer.load(run_dir / checkpoint.TOKENIZER)
         train, val = encode_pairs(train_pairs, tokenizer), encode_pairs(val_pairs, tokenizer)
     task = TranslationTask.from_config(train, val, config.task, config.training.seed)
     model = Transformer(config.model)
     n_params = sum(p.numel() for p in model.parameters())
     if main:
-        _log(run_dir, f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
+        folder.note(f"{len(train):,} training pairs, vocabulary {tokenizer.vocab_size:,}, {n_params:,} parameters")
 
     record = RunRecord(data.src, data.tgt, config.model, config.decoding, tokenizer.to_bytes())
     trainer = Trainer(model, task, config.training, run_dir=run_dir, device=device, run=record)
     if state is not None:
         trainer.load_state(state)
         if main:
-            _log(run_dir, f"resumed at step {trainer.position.step}")
+            folder.note(f"resumed at step {trainer.position.step}")
     trainer.train()
     train_seconds = time.perf_counter() - start
     distributed.finish()
     if not main:
         return  # the main process evaluates and writes the scores
     skipped = f" ({trainer.amp.skipped_steps} skipped by fp16's loss scaling)" if precision == "fp16" else ""
-    _log(run_dir, f"trained {trainer.position.step} steps in {train_seconds:.0f} s{skipped}")
+    folder.note(f"trained {trainer.position.step} steps in {train_seconds:.0f} s{skipped}")
     try:
-        run = _TrainedRun(run_dir, config, record, model, tokenizer, trainer, device)
+        run = _TrainedRun(folder, config, record, model, tokenizer, trainer, device)
         scores = _score_run(run, start, train_seconds)
         if config.training.snapshot_minutes:
             _score_curve(run, env, scores)
@@ -202,7 +191,7 @@ def _evaluated(model: Transformer, record: RunRecord) -> checkpoint.Checkpoint:
 class _TrainedRun:
     """A run just trained, as its scoring sees it: its folder, config, record, model, tokenizer and trainer."""
 
-    folder: Path
+    folder: checkpoint.RunFolder
     config: RunConfig
     record: RunRecord
     model: Transformer
@@ -223,24 +212,23 @@ def _score_run(run: _TrainedRun, start: float, train_seconds: float) -> dict:
     evaluation, folder, model, trainer = run.config.evaluation, run.folder, run.model, run.trainer
     scores = {"train_seconds": round(train_seconds, 1), "steps": trainer.position.step, "splits": {}}
     if evaluation.average_last:
-        paths = checkpoint.kept_weights(folder)[-evaluation.average_last :]
+        paths = checkpoint.kept_weights(folder.path)[-evaluation.average_last :]
         model.load_state_dict(checkpoint.average_checkpoints(paths))
         scores["averaged"] = [p.name for p in paths]
         scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
-        _evaluated(model, run.record).save(folder / checkpoint.AVERAGED)
-        _log(folder, f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
+        _evaluated(model, run.record).save(folder.path / checkpoint.AVERAGED)
+        folder.note(f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
     if evaluation.export_half:
-        _evaluated(model, run.record).half().save(folder / checkpoint.HALF)
+        _evaluated(model, run.record).half().save(folder.path / checkpoint.HALF)
     for split, result in run.evaluate():
-        write_text(folder / f"{split}.hyp.txt", "\n".join(result.pop("hypotheses")) + "\n")
+        folder.save_hypotheses(split, result.pop("hypotheses"))
         scores["splits"][split] = result
-        _log(
-            folder,
+        folder.note(
             f"{split}: BLEU {result['bleu_tokenized_lowercase']} (lowercased, tokenized), "
             f"sacreBLEU {result['sacrebleu_cased']} (cased)",
         )
     scores["wall_seconds"] = round(time.perf_counter() - start, 1)
-    write_text(folder / "scores.json", json.dumps(scores, indent=2) + "\n")
+    folder.save_scores(scores)
     return scores
 
 
@@ -251,14 +239,14 @@ def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
     curve measured on one machine is never mistaken for another's.
     """
     points = []
-    for path in checkpoint.snapshots(run.folder):
+    for path in checkpoint.snapshots(run.folder.path):
         snapshot = checkpoint.load_checkpoint(path, run.device)
         run.model.load_state_dict(snapshot.weights)
         point = {**dataclasses.asdict(snapshot.snapshot), "splits": {}}
         for split, result in run.evaluate():
             result.pop("hypotheses")
             point["splits"][split] = result
-        _log(run.folder, f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
+        run.folder.note(f"{path.name} (step {point['step']:,}): " + _bleu_summary(point["splits"]))
         points.append(point)
     training, trainer = run.config.training, run.trainer
     time_up = training.max_minutes and trainer.position.seconds >= 60 * training.max_minutes
@@ -267,7 +255,7 @@ def _score_curve(run: _TrainedRun, env: dict, scores: dict) -> None:
     end = checkpoint.Snapshot(minutes, at.seconds, at.step, averaged=len(scores.get("averaged", [])))
     end = {**dataclasses.asdict(end), "splits": scores["splits"]}
     curve = {"config": run.config.name, "environment": env, "points": [*points, end]}
-    write_text(run.folder / "curve.json", json.dumps(curve, indent=2) + "\n")
+    run.folder.save_curve(curve)
 
 
 def _bleu_summary(splits: dict) -> str:
