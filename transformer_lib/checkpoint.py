@@ -1,4 +1,4 @@
-"""A run's files: every checkpoint of a run folder written and read here, through one typed record (lessons 9-11).
+"""A run's files: every file of a run folder written here, its checkpoints through one typed record (lessons 9-11).
 
 A :class:`Checkpoint` is what one file holds; :meth:`Checkpoint.entries` is the one place that
 names the keys written, and :meth:`Checkpoint.of` the one place that reads them back. A run folder
