@@ -266,19 +266,6 @@ def test_sentences_longer_than_the_model_allows_are_refused_before_anything_is_w
     assert not run_dir.exists()
 
 
-@pytest.mark.parametrize(("device", "message"), [("gpu", "unknown device 'gpu'"), ("cuda:0", "no CUDA GPU")])
-def test_a_sweep_on_a_device_that_is_not_here_starts_nothing(tmp_path, capsys, device, message):
-    """Checked once, before any run's process starts (it used to start them all, each failing alone)."""
-    if message == "no CUDA GPU" and torch.cuda.is_available():
-        pytest.skip("this machine has a CUDA GPU")
-    file = tmp_path / "s.yaml"
-    file.write_text("runs:\n  a: {config: smoke}\n  b: {config: smoke}\n", encoding="utf-8")
-    code = main(["sweep", str(file), "--out", str(tmp_path / "out"), "--device", device])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and message in err[0], err
-    assert not (tmp_path / "out").exists()
-
-
 def test_score_of_a_file_that_is_not_text_is_one_line(tmp_path, capsys):
     """A checkpoint given where the translations go (an easy slip: both live in the run folder)."""
     wrong = tmp_path / "checkpoint.pt"

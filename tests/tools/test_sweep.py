@@ -5,9 +5,11 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from book_tools import sweep
+from book_tools.cli import main as tools
 from conftest import run_cli
 from transformer_lib import records
 from transformer_lib.errors import InvalidValue, MissingFile
@@ -206,3 +208,16 @@ def test_a_sweep_reads_floats_as_run_configs_do(tmp_path):
     )
     written = yaml.safe_load(sweep.plan(tmp_path / "s.yaml", tmp_path / "out")["r"].read_text(encoding="utf-8"))
     assert written["training"]["adam_eps"] == 1e-9
+
+
+@pytest.mark.parametrize(("device", "message"), [("gpu", "unknown device 'gpu'"), ("cuda:0", "no CUDA GPU")])
+def test_a_sweep_on_a_device_that_is_not_here_starts_nothing(tmp_path, capsys, device, message):
+    """Checked once, before any run's process starts (it used to start them all, each failing alone)."""
+    if message == "no CUDA GPU" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    file = tmp_path / "s.yaml"
+    file.write_text("runs:\n  a: {config: smoke}\n  b: {config: smoke}\n", encoding="utf-8")
+    code = tools(["sweep", str(file), "--out", str(tmp_path / "out"), "--device", device])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "out").exists()
