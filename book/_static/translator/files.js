@@ -22,14 +22,21 @@ export async function openCache() {
   }
 }
 
-export async function cachedBytes(url, version, signal) {
+// A file as a Blob. A Blob's bytes stay in the browser's own storage until someone reads them, so
+// the page can hand a model file to the worker without holding a copy of it. Reading a response
+// with blob() also keeps less memory than arrayBuffer(): Chromium keeps no extra copy of the download.
+export async function cachedBlob(url, version, signal) {
   const key = `${url}?v=${version}`;
   const cache = await openCache();
   const hit = cache && (await cache.match(key).catch(() => null));
-  if (hit) return new Uint8Array(await hit.arrayBuffer());
-  const bytes = new Uint8Array(await (await fetchOk(url, signal)).arrayBuffer());
-  if (cache) keep(cache, url, key, new Response(bytes)).catch(() => {}); // the bytes are copied: not awaited
-  return bytes;
+  if (hit) return hit.blob();
+  const blob = await (await fetchOk(url, signal)).blob();
+  if (cache) keep(cache, url, key, new Response(blob)).catch(() => {}); // not awaited
+  return blob;
+}
+
+export async function cachedBytes(url, version, signal) {
+  return new Uint8Array(await (await cachedBlob(url, version, signal)).arrayBuffer());
 }
 
 // A file's new copy in Cache Storage, the older versions deleted; the load does not wait for it.

@@ -2,7 +2,7 @@
 // exported encoder and decoder, the tokenizer of tokenizer.js, and greedy decoding exactly as the
 // package's decoding.extend does it. Nothing is sent anywhere: every file comes from this site.
 
-import { cachedBytes, fetchOk, openCache } from "./files.js";
+import { cachedBlob, cachedBytes, fetchOk, openCache } from "./files.js";
 import { confidenceOf } from "./greedy.js";
 import { Tokenizer } from "./tokenizer.js";
 
@@ -70,8 +70,9 @@ class Session {
     this.name = name;
   }
 
-  static async create(name, bytes, options) {
-    await call("create", { name, bytes, options }, [bytes.buffer]);
+  // `model` and the external data's `data` are Blobs: the worker reads them, so the page never holds their bytes.
+  static async create(name, model, options) {
+    await call("create", { name, model, options });
     return new Session(name);
   }
 
@@ -185,11 +186,13 @@ export class Translator {
     runtime.catch(() => {}); // awaited below
     const info = await modelInfo(direction);
     const versions = info.files ?? {};
-    const file = (name, abort) => cachedBytes(new URL(name, folder).href, versions[name] ?? "unversioned", abort);
+    // the model files as Blobs, handed to the worker unread; the tokenizer's bytes, read here
+    const file = (name, abort) => cachedBlob(new URL(name, folder).href, versions[name] ?? "unversioned", abort);
     const name = info.tokenizer ?? "tokenizer.json.gz";
     const url = new URL(name, folder).href;
     if (!tokenizers.has(url)) { // shared by the directions: never stopped with one of them
-      const loading = file(name).then(jsonGz).then((spec) => new Tokenizer(spec));
+      const bytes = cachedBytes(url, versions[name] ?? "unversioned");
+      const loading = bytes.then(jsonGz).then((spec) => new Tokenizer(spec));
       loading.catch(() => tokenizers.delete(url)); // a failed load is tried again next time
       tokenizers.set(url, loading);
     }
@@ -198,12 +201,12 @@ export class Translator {
     const shared = file(SHARED, signal);
     shared.catch(() => {}); // awaited by each session below
     const session = async (name) => {
-      const [bytes, data] = await Promise.all([file(name, signal), shared]);
+      const [model, data] = await Promise.all([file(name, signal), shared]);
       signal?.throwIfAborted();
       const options = {
         executionProviders: ["wasm"], graphOptimizationLevel: "basic", externalData: [{ path: SHARED, data }],
       };
-      return Session.create(`${direction}/${name}`, bytes, options);
+      return Session.create(`${direction}/${name}`, model, options);
     };
     const [tokenizer, encoder, decoder] = await Promise.all([
       tokenizers.get(url), session("encoder.onnx"), session("decoder.onnx"),

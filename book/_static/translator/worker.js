@@ -50,9 +50,15 @@ const ops = {
   async runtime() { // resolves once the WebAssembly is in: the page then fetches the model files
     await startRuntime().fetched;
   },
-  async create({ name, bytes, options }) {
+  // A session of a model file, both given as Blobs (files.js): their bytes are read here, handed to
+  // ONNX Runtime, which copies them into its own memory, and then left for the garbage collector.
+  async create({ name, model, options }) {
     await startRuntime().started;
-    sessions.set(name, await ort.InferenceSession.create(bytes, options));
+    const bytes = async (blob) => new Uint8Array(await blob.arrayBuffer());
+    const externalData = await Promise.all(
+      (options.externalData ?? []).map(async ({ path, data }) => ({ path, data: await bytes(data) })),
+    );
+    sessions.set(name, await ort.InferenceSession.create(await bytes(model), { ...options, externalData }));
     return name;
   },
   async run({ name, feeds }) {
