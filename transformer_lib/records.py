@@ -15,6 +15,8 @@ pack it (``python -m book_tools.records FOLDER``, in the repository's ``tools/``
 
 Lesson 11 and its appendix read the same records the same way: :func:`seed_curves` and
 :func:`mean_curves` turn a recipe's seeds into its learning curve (BLEU after 5, 10 and 20 minutes),
+:func:`results_folder` finds the records (cloning the repository where a lesson is alone),
+:func:`cpu_recipes` reads the CPU recipes' seeds that way, :func:`speed_record` a timing record,
 and :func:`recipe_summary` prints the recipe a run recorded.
 """
 
@@ -24,12 +26,28 @@ import functools
 import json
 import os
 import statistics
+import subprocess
 import tarfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 from transformer_lib.errors import MissingFile
+
+
+def results_folder(repository: str) -> Path:
+    """The book's committed records, ``results/``: beside the lessons in a checkout of the book, or (as on
+    Colab, where a lesson is alone) in a shallow clone of ``repository``, made once in the working folder."""
+    beside = Path("../results")
+    if beside.is_dir():
+        return beside
+    clone = Path(repository.rstrip("/").rsplit("/", 1)[-1])
+    if not clone.is_dir():
+        try:
+            subprocess.run(["git", "clone", "-q", "--depth", "1", repository, str(clone)], check=True)
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise MissingFile(f"no results/ beside this notebook, and cloning {repository} failed ({exc})") from None
+    return clone / "results"
 
 
 @functools.lru_cache(maxsize=4)
@@ -143,6 +161,46 @@ def mean_curves(
                 f"{point.test:5.2f} ± {point.test_sd:.2f}, val {point.val:5.2f}"
             )
     return curves
+
+
+class CpuRecipes(NamedTuple):
+    """The CPU recipes' records (``results/multi30k/cpu``), as lesson 11 and its appendix read them."""
+
+    seeds: dict[str, Path]  # direction -> the first recipe's seeds (sinusoidal positions)
+    recipe: dict[str, Path]  # direction -> the packaged recipe's seeds (rotary positions)
+    runs: dict[str, list[dict]]  # direction -> the first recipe's seeds' curve.json
+    recipe_runs: dict[str, list[dict]]  # every recipe's seeds' curve.json: "de→en", ..., "de→en, sinusoidal"
+    curves: dict[str, dict[float, CurvePoint]]  # recipe -> minutes -> its seeds in the mean
+    forty: dict  # the first de→en recipe's run that went on to 40 minutes: its 40-minute point
+
+
+def cpu_recipes(cpu: str | os.PathLike) -> CpuRecipes:
+    """Read the CPU recipes' seeds in ``cpu``; print each recipe's curve (:func:`mean_curves`) and the 40-minute run.
+
+    The sinusoidal English→German seeds were decoded with a length penalty of 0.6, the rotary ones with 1.4.
+    """
+    cpu = Path(cpu)
+    seeds = {"de→en": cpu / "seeds", "en→de": cpu / "seeds_en_de"}
+    recipe = {"de→en": cpu / "seeds_rotary", "en→de": cpu / "seeds_rotary_en_de_alone"}
+    runs = {direction: seed_curves(folder) for direction, folder in seeds.items()}
+    recipe_runs = {direction: seed_curves(folder) for direction, folder in recipe.items()}
+    recipe_runs |= {f"{direction}, sinusoidal": first for direction, first in runs.items()}
+    longer = json.loads(read_text(cpu / "de_en" / "curve.json"))
+    forty = next(point for point in longer["points"] if point["minutes"] == 40)
+    curves = mean_curves(recipe_runs)
+    print(
+        f"de→en, sinusoidal, one run of 40 minutes: {forty['step']:,} updates, "
+        f"test_2016_flickr {curve_bleu(forty):.2f}, val {curve_bleu(forty, 'val'):.2f}"
+    )
+    return CpuRecipes(seeds, recipe, runs, recipe_runs, curves, forty)
+
+
+def speed_record(folder: str | os.PathLike, name: str) -> dict:
+    """``<folder>/<name>.json``: variants timed side by side in one process on one machine, with
+    ``rates`` added: variant -> updates a second."""
+    record = json.loads(read_text(Path(folder) / f"{name}.json"))
+    record["rates"] = {row["variant"]: row["updates_per_s"] for row in record["rows"]}
+    return record
 
 
 def recipe_summary(run: str | os.PathLike) -> str:

@@ -56,3 +56,36 @@ def test_the_records_stay_small_enough_to_clone():
     size = sum(path.stat().st_size for path in files if path.is_file())
     assert len(files) <= 400, f"results/ tracks {len(files)} files: pack a sweep (python -m transformer_lib.records)"
     assert size <= 15_000_000, f"results/ holds {size / 1e6:.1f} MB: pack a sweep or drop what nothing reads"
+
+
+def test_the_results_are_found_beside_the_lessons_or_in_a_clone(tmp_path, monkeypatch):
+    """In a checkout the lessons read ../results; alone (Colab) they clone the book once, and say so if they cannot."""
+    from transformer_lib.records import results_folder
+
+    monkeypatch.chdir(ROOT / "notebooks")
+    assert results_folder("https://example.invalid/none").resolve() == ROOT / "results"  # nothing cloned
+    book = tmp_path / "book"
+    (book / "results").mkdir(parents=True)
+    (book / "results" / "a.txt").write_text("a record\n", encoding="utf-8")
+    git = ["git", "-C", str(book), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "records"]):
+        subprocess.run(git + command, check=True, capture_output=True)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    monkeypatch.chdir(alone)
+    for _ in range(2):  # the second time, the clone is there
+        assert (results_folder(f"file://{book}") / "a.txt").read_text(encoding="utf-8") == "a record\n"
+    with pytest.raises(MissingFile, match=r"no results/ beside this notebook, and cloning file://.*nowhere failed"):
+        results_folder(f"file://{tmp_path / 'nowhere'}")
+
+
+def test_the_cpu_recipes_read_as_the_lesson_and_its_appendix_read_them(capsys):
+    from transformer_lib.records import cpu_recipes, seed_curves, speed_record
+
+    recipes = cpu_recipes(RECORDS / "cpu")
+    assert list(recipes.curves) == ["de→en", "en→de", "de→en, sinusoidal", "en→de, sinusoidal"]
+    assert recipes.recipe_runs["de→en, sinusoidal"] == recipes.runs["de→en"] == seed_curves(RECORDS / "cpu/seeds")
+    assert recipes.forty["minutes"] == 40
+    assert f"one run of 40 minutes: {recipes.forty['step']:,} updates" in capsys.readouterr().out
+    record = speed_record(RECORDS / "cpu" / "speed", "positions")
+    assert record["rates"] == {row["variant"]: row["updates_per_s"] for row in record["rows"]}
