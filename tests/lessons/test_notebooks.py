@@ -1,14 +1,17 @@
 """What readers see in the stored outputs: no machine's paths, and deliberate errors as one line."""
 
+import ast
 import json
 import re
 from pathlib import Path
 from types import SimpleNamespace
 
+import nbformat
 import nbval.kernel
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("*.ipynb"))
+SHARED_LINES = 6  # lines of code two lessons may not share
 MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/work/|/Users/|/private/var/|site-packages|[A-Z]:\\\\)")
 
 
@@ -146,3 +149,35 @@ def test_a_kernel_that_dies_at_start_is_started_again(monkeypatch):
     with pytest.raises(RuntimeError, match="Kernel died"):
         nbval.kernel.start_new_kernel(kernel_name="python3")
     assert len(kernels.started) == 3
+
+
+def code_lines(cell_source: str) -> list[str]:
+    """A code cell's lines that do something: no imports, comments, blank lines or shell commands."""
+    lines = [re.sub(r"^(\s*)[!%].*", r"\1pass", line) for line in cell_source.splitlines()]
+    tree = ast.parse("\n".join(lines))
+    imports = {
+        number
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for number in range(node.lineno, node.end_lineno + 1)
+    }
+    return [
+        line.strip()
+        for number, line in enumerate(cell_source.splitlines(), 1)
+        if number not in imports and line.strip() and not line.strip().startswith("#")
+    ]
+
+
+def test_no_code_block_appears_in_two_lessons():
+    """Six lines of code shared by two lessons belong in the package, written once (the install
+    cell, which .ci/install_cell.py writes into every lesson, and imports apart)."""
+    seen: dict[tuple[str, ...], str] = {}
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code" or "remove-cell" in cell.metadata.get("tags", []):
+                continue
+            lines = code_lines(cell.source)
+            for start in range(len(lines) - SHARED_LINES + 1):
+                block = tuple(lines[start : start + SHARED_LINES])
+                other = seen.setdefault(block, path.name)
+                assert other == path.name, f"{path.name} repeats these lines of {other}:\n" + "\n".join(block)
