@@ -15,7 +15,9 @@ After an HTML build, ``_static/translator/`` of the output receives:
   file in the browser's Cache Storage.
 
 Each page that translates also gets ``_static/translator/start.js`` written into its head, where it
-starts the translator's worker as the page begins to load (:func:`start_the_worker_first`).
+starts the translator's worker as the page begins to load (:func:`start_the_worker_first`). The
+translator page gets its service worker beside it, ``translator-sw.js``
+(:func:`write_service_workers`), which keeps the page's own files for offline visits.
 
 To serve another model, point ``translator_models`` at its checkpoint and measure its BLEU
 (``python -m book_tools.benchmarks.onnx_precision``): a checkpoint without a measured
@@ -24,6 +26,7 @@ BLEU stops the build, so that the page never states a number nobody measured.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -37,6 +40,8 @@ from transformer_lib.files import sha256_of, write_text
 
 SERVED = (*MODEL_FILES, "tokenizer.model")  # and model.json; the tokenizer below
 START = Path(__file__).resolve().parent.parent / "_static" / "translator" / "start.js"  # see start_the_worker_first
+SERVICE_WORKER = START.with_name("sw.js")  # see write_service_workers
+PAGE_SCRIPT = "_static/translator/page.js"  # the translator page's script: its page gets the service worker
 
 
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
@@ -111,6 +116,32 @@ def write_translator_files(app, exception) -> None:
         served[info["tokenizer"]] = (out / info["tokenizer"]).resolve()
         info["files"] = {file: sha256_of(path)[:16] for file, path in served.items()}
         write_text(out / "model.json", json.dumps(info, indent=2) + "\n")
+    write_service_workers(Path(app.outdir))
+
+
+def build_hash(outdir: Path, page: Path) -> str:
+    """The start of a SHA-256 over the page and every file of ``_static`` but the models and the WebAssembly
+    (files.js keeps those, by their own versions): it changes whenever a build changes a file the page uses."""
+    digest = hashlib.sha256(page.read_bytes())
+    for path in sorted((outdir / "_static").rglob("*")):
+        name = path.relative_to(outdir).as_posix()
+        if path.is_file() and not name.startswith("_static/translator/models/") and path.suffix != ".wasm":
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def write_service_workers(outdir: Path) -> None:
+    """``translator-sw.js`` beside each page that runs ``PAGE_SCRIPT``: ``SERVICE_WORKER`` with its ``BUILD``
+    set to :func:`build_hash`. A new build that changes a file gives a new hash, and the browser then
+    replaces the worker and its cache (sw.js explains how)."""
+    template = SERVICE_WORKER.read_text(encoding="utf-8")
+    placeholder = 'const BUILD = "unbuilt";'
+    if placeholder not in template:
+        raise ExtensionError(f"{SERVICE_WORKER} has no line {placeholder!r} to set")
+    for page in sorted(outdir.rglob("*.html")):
+        if PAGE_SCRIPT in page.read_text(encoding="utf-8"):
+            script = template.replace(placeholder, f'const BUILD = "{build_hash(outdir, page)}";')
+            write_text(page.parent / "translator-sw.js", script)
 
 
 def start_the_worker_first(app, pagename, templatename, context, doctree) -> None:
@@ -130,5 +161,7 @@ def setup(app):
     app.add_config_value("translator_record", "results/translator/onnx_precision.json", "html")
     app.add_config_value("translator_confidence_record", "results/translator/confidence.json", "html")
     app.connect("html-page-context", start_the_worker_first)
-    app.connect("build-finished", write_translator_files)
+    # late, so that the service worker's hash sees the files other extensions write when the build finishes
+    # (pydata-sphinx-theme's pygments.css, the icon fonts)
+    app.connect("build-finished", write_translator_files, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -867,6 +867,47 @@ def test_a_second_visit_downloads_no_model_and_works_offline(logged_site, browse
         )
 
 
+# Once the model is loaded, the page's service worker has kept its files: resolves to how many.
+OFFLINE_READY = """async () => {
+  const status = document.getElementById("translator-status");
+  const start = Date.now();
+  while (!status.dataset.offline) {
+    if (Date.now() - start > 60000) throw new Error("the service worker kept nothing within 60 s");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return Number(status.dataset.offline);
+}"""
+
+
+def test_the_page_opens_and_translates_offline_once_loaded(browser, serve_folder):
+    """A reader opens the page online and translates; the page's service worker keeps its files. Then the
+    network goes (the browser offline, the site's server stopped): the page reloads, its worker starts, and
+    the same sentence gets the same translation."""
+    context = browser.new_context()
+    errors = []
+    try:
+        page = context.new_page()
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+        with serve_folder(SITE) as base:
+            page.goto(base + PAGE, wait_until="load")
+            page.evaluate(LOADED)
+            online = page.evaluate(TRANSLATE_ONE, SENTENCES["de_en"][0])
+            kept = page.evaluate(OFFLINE_READY)
+        context.set_offline(True)
+        page.reload(wait_until="load")
+        controlled = page.evaluate("navigator.serviceWorker.controller !== null")
+        page.evaluate(LOADED)
+        offline = page.evaluate(TRANSLATE_ONE, SENTENCES["de_en"][0])
+        workers = [worker.url.split("/").pop() for worker in page.workers]
+    finally:
+        context.close()
+    assert errors == []
+    assert kept >= 20, kept  # the page, its styles and scripts, the translator's modules
+    assert controlled and workers == ["worker.js"]
+    assert offline == online and online
+
+
 UNSUPPORTED = (
     "This browser cannot run the translator: it needs WebAssembly with SIMD and module workers, which Chrome "
     "and Edge have had since 2021, Firefox since version 114 and Safari since version 16.4."

@@ -157,9 +157,35 @@ function preload() {
   }, () => {});
   loading.then(() => {
     status.dataset.loaded = `${status.dataset.loaded ?? ""} ${direction}`.trim();
+    keepOffline();
     examples(direction).catch(() => {}); // in case model.json's first fetch failed
     if (idle()) status.textContent = "The model is loaded: press Translate, or type a sentence of your own first.";
   }, () => {});
+}
+
+// Offline: once a model is loaded, a service worker (translator-sw.js beside the page, which
+// translator_site.py writes) keeps the page's own files, so that the page opens and translates with
+// no network on a later visit. The page sends it every file it used so far, and the files of the
+// translator's worker. It is started only now so that it never slows the first translation.
+// Without service workers (a private window may refuse them) the page works as before, online.
+let kept = null;
+function keepOffline() {
+  if (kept || !("serviceWorker" in navigator)) return;
+  kept = (async () => {
+    const registration = await navigator.serviceWorker.register("translator-sw.js", { scope: location.pathname });
+    const worker = registration.active ?? (await navigator.serviceWorker.ready).active;
+    const files = ["worker.js", "files.js", "greedy.js", "ort/ort.wasm.min.mjs", "ort/ort-wasm-simd-threaded.mjs"];
+    const urls = [
+      location.href.split("#")[0],
+      ...performance.getEntriesByType("resource").map((entry) => entry.name),
+      ...files.map((file) => new URL(file, import.meta.url).href),
+    ];
+    const reply = new MessageChannel();
+    const done = new Promise((resolve) => (reply.port1.onmessage = ({ data }) => resolve(data)));
+    worker.postMessage({ keep: urls }, [reply.port2]);
+    const { kept: count } = await done;
+    $("translator-status").dataset.offline = String(count); // the files kept, for the tests
+  })().catch(() => {}); // refused: the page works online as before
 }
 
 // What the model's load downloads, from model.json: the two ONNX files as the build wrote them.
