@@ -5,8 +5,9 @@ import json
 import pytest
 import torch
 
+from book_tools.benchmarks.kv_cache import main
 from transformer_lib import TransformerLibError
-from transformer_lib.benchmarks.kv_cache import benchmark, main
+from transformer_lib.benchmarks.kv_cache import benchmark
 
 
 def test_kv_cache_benchmark_row():
@@ -121,8 +122,8 @@ def test_cpu_beam_choice_needs_a_gain_in_the_mean_and_on_every_model():
 
 
 def test_length_limit_counts_the_translations_that_reached_it():
+    from book_tools.benchmarks import shipped_translator
     from book_tools.benchmarks.length_limit import translate_counting
-    from transformer_lib.benchmarks import shipped_translator
     from transformer_lib.config import DecodeConfig
     from transformer_lib.translation import load_model, translate_sentences
 
@@ -148,7 +149,7 @@ def test_cpu_average_window_must_beat_the_recipes_by_the_margin():
 
 
 def test_a_report_writes_what_it_printed_beside_its_record(tmp_path, capsys):
-    from transformer_lib.benchmarks import Report
+    from book_tools.benchmarks import Report
 
     report = Report()
     report.say("a table")

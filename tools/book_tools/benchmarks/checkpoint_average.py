@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.benchmarks import Report, provenance
+from book_tools.benchmarks import Report, provenance
 from transformer_lib.checkpoint import AVERAGED, average_checkpoints, kept_weights, step_of
 from transformer_lib.translation import evaluate_split, load_model
 from transformer_lib.utils import environment

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from book_tools.benchmarks import Report, provenance, shipped_translator
 from book_tools.web.export import OnnxTranslator, cached_export
-from transformer_lib.benchmarks import Report, provenance, shipped_translator
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
 from transformer_lib.utils import environment

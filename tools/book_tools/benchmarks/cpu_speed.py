@@ -37,8 +37,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from book_tools.benchmarks import Report, provenance  # the helpers every record uses
 from transformer_lib.batching import encode_pairs
-from transformer_lib.benchmarks import Report, median_seconds, provenance  # the helpers every record uses
+from transformer_lib.benchmarks import median_seconds
 from transformer_lib.config import PAD_ID
 from transformer_lib.data import load_pairs
 from transformer_lib.model import Transformer

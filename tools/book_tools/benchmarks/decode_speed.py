@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_lib.benchmarks import median_seconds, provenance, shipped_translator, write_record
+from book_tools.benchmarks import provenance, shipped_translator, write_record
+from transformer_lib.benchmarks import median_seconds
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.metrics import bleu_scores

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from transformer_lib.benchmarks import Report, provenance, shipped_translator
+from book_tools.benchmarks import Report, provenance, shipped_translator
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.decoding import length_limits

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
+from book_tools.benchmarks import provenance, shipped_translator, write_record
 from book_tools.web.export import MODEL_FILES, OnnxTranslator, export_onnx
-from transformer_lib.benchmarks import provenance, shipped_translator, write_record
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of

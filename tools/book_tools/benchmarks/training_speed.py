@@ -46,9 +46,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from book_tools.benchmarks import provenance, write_record
 from transformer_lib.attention import MultiHeadAttention, causal_mask, keep_attention_weights
 from transformer_lib.batching import encode_pairs
-from transformer_lib.benchmarks import provenance, write_record
 from transformer_lib.config import PAD_ID, PRESETS, TransformerConfig
 from transformer_lib.data import load_pairs
 from transformer_lib.errors import InvalidValue
