@@ -28,21 +28,25 @@ function kept(url) {
   return url.origin === self.location.origin && !OWN.test(url.pathname);
 }
 
-async function networkFirst(request) {
-  const cache = await caches.open(CACHE);
+// The page gets the response as it arrives; its copy is written to the cache meanwhile.
+async function networkFirst(event) {
+  const request = event.request;
   try {
     const response = await fetch(request);
-    if (response.ok) await cache.put(request, response.clone()).catch(() => {});
+    if (response.ok) {
+      const copy = response.clone();
+      event.waitUntil(caches.open(CACHE).then((cache) => cache.put(request, copy)).catch(() => {}));
+    }
     return response;
   } catch (error) {
-    const copy = await cache.match(request, { ignoreVary: true });
+    const copy = await caches.match(request, { cacheName: CACHE, ignoreVary: true });
     if (copy) return copy;
     throw error;
   }
 }
 
 self.addEventListener("fetch", (event) => {
-  if (event.request.method === "GET" && kept(new URL(event.request.url))) event.respondWith(networkFirst(event.request));
+  if (event.request.method === "GET" && kept(new URL(event.request.url))) event.respondWith(networkFirst(event));
 });
 
 // The page, once its model is loaded, sends the addresses of every file it used: those it fetched
