@@ -228,3 +228,7 @@ def recipe_summary(run: str | os.PathLike) -> str:
             f"beam {config.decoding.beam_size}, length penalty {config.decoding.alpha}",
         )
     )
+
+
+if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
+    raise SystemExit("error: moved to the book's tools: python -m book_tools.records ...")

@@ -19,3 +19,9 @@ def choose(val: dict[tuple[int, float], list[float]], recipe: tuple[int, float] 
     best = max(val, key=lambda setting: statistics.mean(val[setting]))
     gains = [a - b for a, b in zip(val[best], val[recipe], strict=True)]
     return best if statistics.mean(gains) >= MARGIN and min(gains) > 0 else recipe
+
+
+if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
+    raise SystemExit(
+        "error: moved to the book's tools: python -m book_tools.benchmarks.beam_settings ..."
+    )

@@ -65,3 +65,7 @@ def benchmark(
         "static_s": static,
         "cuda_graph": device.type == "cuda",  # whether static_s replayed CUDA graphs
     }
+
+
+if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
+    raise SystemExit("error: moved to the book's tools: python -m book_tools.benchmarks.kv_cache ...")
