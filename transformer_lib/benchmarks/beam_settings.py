@@ -22,6 +22,4 @@ def choose(val: dict[tuple[int, float], list[float]], recipe: tuple[int, float] 
 
 
 if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
-    raise SystemExit(
-        "error: moved to the book's tools: python -m book_tools.benchmarks.beam_settings ..."
-    )
+    raise SystemExit("error: moved to the book's tools: python -m book_tools.benchmarks.beam_settings ...")
