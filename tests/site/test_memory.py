@@ -22,14 +22,13 @@ import os
 import time
 from datetime import datetime, timezone
 
+import psutil  # requirements.txt
 import pytest
 from test_page_weight import commit, machine
 from test_translator_page import SENTENCES
 
 from conftest import ROOT, SITE, VIEWPORT
 from transformer_lib.files import write_text
-
-psutil = pytest.importorskip("psutil")
 
 pytestmark = pytest.mark.slow  # half a minute
 
