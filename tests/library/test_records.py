@@ -54,7 +54,8 @@ def test_the_records_stay_small_enough_to_clone():
         pytest.skip("not a git checkout")
     files = [ROOT / name for name in listed.stdout.split("\0") if name]
     size = sum(path.stat().st_size for path in files if path.is_file())
-    assert len(files) <= 400, f"results/ tracks {len(files)} files: pack a sweep (python -m transformer_lib.records)"
+    remedy = "pack a sweep (python -m book_tools.records) or drop what nothing reads"
+    assert len(files) <= 400, f"results/ tracks {len(files)} files: {remedy}"
     assert size <= 15_000_000, f"results/ holds {size / 1e6:.1f} MB: pack a sweep or drop what nothing reads"
 
 
