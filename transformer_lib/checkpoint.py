@@ -369,11 +369,19 @@ class RunFolder:
             write_bytes(self.path / TOKENIZER, tokenizer)
 
     def note(self, message: str) -> None:
-        """Say ``message`` on the standard error, and append it to the run's ``log.txt``."""
+        """Say ``message`` on the standard error, and append it to the run's ``log.txt`` (the main process only)."""
+        if not self.is_main:
+            return
         print(message, file=sys.stderr, flush=True)
-        if self.writes:
+        if self.path is not None:
             with open(self.path / "log.txt", "a", encoding="utf-8") as f:
                 f.write(message + "\n")
+
+    def save_evaluated(self, checkpoint: Checkpoint, half: bool = False) -> Path | None:
+        """The weights about to be scored: ``checkpoint_averaged.pt``, or in half precision ``model_fp16.pt``."""
+        if not self.writes:
+            return None
+        return checkpoint.half().save(self.path / HALF) if half else checkpoint.save(self.path / AVERAGED)
 
     def save_hypotheses(self, split: str, hypotheses: Sequence[str]) -> None:
         """``<split>.hyp.txt``: the run's translations of ``split``, one a line."""

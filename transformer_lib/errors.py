@@ -16,6 +16,7 @@ names the field; each dataclass then checks its own ranges.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import types
 import typing
 
@@ -118,3 +119,13 @@ def check_range(
         else:
             bound = f"in [{low}, {high}{']' if closed_high else ')'}"
         raise InvalidValue(f"{name} must be {bound}, got {value!r}")
+
+
+def moved(command: str) -> int:
+    """Say in one line where a command that moved to the book's tools is now; the exit code of a usage error."""
+    print(
+        f"error: this is the book's tools' command now: python -m {command} ... "
+        "(in a checkout of the book; pip install -e ./tools first, or PYTHONPATH=tools)",
+        file=sys.stderr,
+    )
+    return 2

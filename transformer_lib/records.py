@@ -230,5 +230,7 @@ def recipe_summary(run: str | os.PathLike) -> str:
     )
 
 
-if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
-    raise SystemExit("error: moved to the book's tools: python -m book_tools.records ...")
+if __name__ == "__main__":  # its command line moved to the book's tools
+    from transformer_lib.errors import moved
+
+    raise SystemExit(moved("book_tools.records"))

@@ -96,7 +96,7 @@ def test_solution_passes_its_check(path, index, monkeypatch, request):
 
 CODE = re.compile(r"`([^`\n]+)`")
 # A command as a lesson's cell runs it (the kernel's Python), or as a terminal in the repository does.
-COMMAND = re.compile(r"^!?(?:PYTHONPATH=\S+ )?(?:\{sys\.executable\}|python) -m (?:transformer_lib|book_tools) (.+)$")
+COMMAND = re.compile(r"^!?(?:PYTHONPATH=\S+ )?(?:\{sys\.executable\}|python) -m (transformer_lib|book_tools) (.+)$")
 # The lessons' folders, as their set-up cells name them, seen from the repository's root.
 FOLDERS = {"{REPO}": ".", "{RESULTS}": "results/multi30k"}
 # Names an exercise may use without the lesson or the package defining them: PyTorch's.
@@ -143,13 +143,13 @@ def exercise_code(path: Path) -> list[tuple[str, str, str]]:
 
 
 def commands(path: Path) -> list[tuple[str, list[str]]]:
-    """(exercise, arguments) of every `python -m transformer_lib ...` an exercise shows, with the
-    lesson's folder variables as the repository's paths."""
+    """(exercise, arguments) of every `python -m transformer_lib ...` (or `book_tools ...`) an exercise
+    shows, with the lesson's folder variables as the repository's paths."""
     found = []
     for exercise, span, _ in exercise_code(path):
         match = COMMAND.match(span)
         if match:
-            line = match.group(1)
+            line = match.group(2)
             for variable, folder in FOLDERS.items():
                 line = line.replace(variable, folder)
             found.append((exercise, shlex.split(line)))
@@ -185,8 +185,19 @@ def test_every_command_an_exercise_asks_for_is_shown_in_full(path):
     shown = {(exercise, args[0]) for exercise, args in commands(path)}
     for exercise, span, after in exercise_code(path):
         if after.startswith(" command"):
-            assert is_command(span), f"exercise {exercise}: python -m transformer_lib has no `{span}` command"
+            assert is_command(span), f"exercise {exercise}: no package has a `{span}` command"
             assert (exercise, span) in shown, f"exercise {exercise} asks for the `{span}` command without showing it"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_command_an_exercise_shows_names_the_package_that_has_it(path):
+    """The tools' commands (sweep, ...) run with `-m book_tools`, the library's with `-m transformer_lib`."""
+    for exercise, span, _ in exercise_code(path):
+        match = COMMAND.match(span)
+        if match:
+            name = shlex.split(match.group(2))[0]
+            package = "book_tools" if name in TOOLS_COMMANDS else "transformer_lib"
+            assert match.group(1) == package, f"exercise {exercise}: `{name}` is a command of {package}"
 
 
 @pytest.mark.parametrize("exercise, args", COMMANDS, ids=[f"{e}-{a[0]}" for e, a in COMMANDS])

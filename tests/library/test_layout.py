@@ -146,10 +146,24 @@ def test_every_command_is_still_there():
     assert out.returncode == 0 and all(command in out.stdout for command in COMMANDS)
     tools = subprocess.run([sys.executable, "-m", "book_tools", "--help"], capture_output=True, text=True)
     assert tools.returncode == 0 and all(command in tools.stdout for command in TOOLS_COMMANDS)
-    moved = subprocess.run([sys.executable, "-m", "transformer_lib", "grade", "x.zip"], capture_output=True, text=True)
-    assert moved.returncode == 2 and moved.stderr == (
-        "error: grade is a command of the book's tools: python -m book_tools grade ...\n"
-    )
+
+
+MOVED = [["transformer_lib", name] for name in TOOLS_COMMANDS] + [
+    ["transformer_lib.records"],
+    ["transformer_lib.benchmarks.kv_cache"],
+    ["transformer_lib.benchmarks.beam_settings"],
+]
+
+
+@pytest.mark.parametrize("command", MOVED, ids=lambda c: " ".join(c))
+def test_a_command_that_moved_to_the_tools_says_where_in_one_line(command):
+    out = subprocess.run([sys.executable, "-m", *command, "x"], capture_output=True, text=True)
+    now = f"book_tools {command[1]}" if len(command) == 2 else command[0].replace("transformer_lib", "book_tools")
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        f"error: this is the book's tools' command now: python -m {now} ... "
+        "(in a checkout of the book; pip install -e ./tools first, or PYTHONPATH=tools)"
+    ]
+    assert subprocess.run([sys.executable, "-m", *now.split(), "--help"], capture_output=True).returncode == 0
 
 
 def test_the_library_never_imports_the_tools():

@@ -477,3 +477,30 @@ def test_half_precision_keeps_tied_weights_as_one_tensor():
     assert half["src_embed.weight"].dtype == torch.float16
     assert half["src_embed.weight"] is half["generator.weight"] is half["tgt_embed.weight"]
     assert torch.equal(half["generator.weight"].float(), model.generator.weight.detach().half().float())
+
+
+def test_a_run_folder_is_written_by_the_main_process_only(tmp_path, capsys):
+    """Every file of a run folder comes from RunFolder; under torchrun the other processes write nothing."""
+    from transformer_lib.checkpoint import RunFolder
+
+    model = Transformer(TransformerConfig(vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32))
+    for is_main in (False, True):
+        folder = RunFolder(tmp_path / "run", is_main=is_main)
+        folder.start({"model": {"d_model": 16}}, {"device": "cpu"}, b"a tokenizer")
+        folder.note("trained 3 steps")
+        folder.save_hypotheses("val", ["a dog runs .", "two men"])
+        folder.save_scores({"steps": 3})
+        folder.save_curve({"points": []})
+        folder.save_evaluated(Checkpoint(model.state_dict()))
+        folder.save_evaluated(Checkpoint(model.state_dict()), half=True)
+        if not is_main:
+            assert not (tmp_path / "run").exists() and capsys.readouterr().err == ""
+    run = tmp_path / "run"
+    assert sorted(p.name for p in run.iterdir()) == [
+        "checkpoint_averaged.pt", "config.yaml", "curve.json", "environment.json", "log.txt", "model_fp16.pt",
+        "scores.json", "tokenizer.model", "val.hyp.txt",
+    ]  # fmt: skip
+    assert capsys.readouterr().err == "trained 3 steps\n" == (run / "log.txt").read_text(encoding="utf-8")
+    assert (run / "val.hyp.txt").read_text(encoding="utf-8") == "a dog runs .\ntwo men\n"
+    assert (run / "tokenizer.model").read_bytes() == b"a tokenizer"
+    assert load_checkpoint(run / "model_fp16.pt").weights["generator.weight"].dtype == torch.float16

@@ -2,7 +2,6 @@
 
     python -m book_tools sweep experiments/multi30k/sweep2_final.yaml --out runs/sweep2 --jobs 2
 
-
 A small Transformer uses a fraction of an H100, so the runs of a sweep train side by side as
 separate processes, each in its own run folder. A sweep file is YAML::
 

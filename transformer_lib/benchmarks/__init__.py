@@ -4,9 +4,10 @@
     from transformer_lib.benchmarks.attention_cost import time_ms         # lesson 12
     from transformer_lib.benchmarks.beam_settings import choose           # the appendix
 
-Their command lines, which also write the book's records, are the book's tools'
-(``python -m book_tools.benchmarks.NAME``, in the repository's ``tools/`` folder), with the other
-benchmarks and the helpers records share.
+The command lines of ``kv_cache`` and ``beam_settings``, which write the book's records, are the
+book's tools' (``python -m book_tools.benchmarks.NAME``, in the repository's ``tools/`` folder), with
+the other benchmarks and the helpers records share. ``attention_cost`` keeps its own here: it
+measures each call's memory in a fresh process of itself.
 """
 
 from __future__ import annotations

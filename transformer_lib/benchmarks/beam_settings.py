@@ -21,5 +21,7 @@ def choose(val: dict[tuple[int, float], list[float]], recipe: tuple[int, float] 
     return best if statistics.mean(gains) >= MARGIN and min(gains) > 0 else recipe
 
 
-if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
-    raise SystemExit("error: moved to the book's tools: python -m book_tools.benchmarks.beam_settings ...")
+if __name__ == "__main__":  # its command line moved to the book's tools
+    from transformer_lib.errors import moved
+
+    raise SystemExit(moved("book_tools.benchmarks.beam_settings"))

@@ -67,5 +67,7 @@ def benchmark(
     }
 
 
-if __name__ == "__main__":  # its command line moved to the book's tools (tools/ in a checkout)
-    raise SystemExit("error: moved to the book's tools: python -m book_tools.benchmarks.kv_cache ...")
+if __name__ == "__main__":  # its command line moved to the book's tools
+    from transformer_lib.errors import moved
+
+    raise SystemExit(moved("book_tools.benchmarks.kv_cache"))

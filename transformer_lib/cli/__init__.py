@@ -29,7 +29,7 @@ from transformer_lib import __version__
 from transformer_lib.cli.commands import cmd_evaluate, cmd_score, cmd_train, cmd_translate
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import LANGUAGES, SPLITS
-from transformer_lib.errors import Interrupted, TransformerLibError
+from transformer_lib.errors import Interrupted, TransformerLibError, moved
 
 
 def utf8_console() -> None:
@@ -80,8 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.add_argument("--device", default="auto", help="cpu, cuda, or auto (default)")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in TOOLS_COMMANDS:
-        print(f"error: {argv[0]} is a command of the book's tools: python -m book_tools {argv[0]} ...", file=sys.stderr)
-        return 2
+        return moved(f"book_tools {argv[0]}")
     args = parser.parse_args(argv)
     commands = {
         "train": cmd_train,

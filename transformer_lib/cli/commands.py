@@ -216,10 +216,10 @@ def _score_run(run: _TrainedRun, start: float, train_seconds: float) -> dict:
         model.load_state_dict(checkpoint.average_checkpoints(paths))
         scores["averaged"] = [p.name for p in paths]
         scores["averaged_val_loss"] = round(trainer.validate(log=False)["val_loss"], 4)
-        _evaluated(model, run.record).save(folder.path / checkpoint.AVERAGED)
+        folder.save_evaluated(_evaluated(model, run.record))
         folder.note(f"averaged {len(paths)} checkpoints: val loss {scores['averaged_val_loss']}")
     if evaluation.export_half:
-        _evaluated(model, run.record).half().save(folder.path / checkpoint.HALF)
+        folder.save_evaluated(_evaluated(model, run.record), half=True)
     for split, result in run.evaluate():
         folder.save_hypotheses(split, result.pop("hypotheses"))
         scores["splits"][split] = result
