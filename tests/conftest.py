@@ -20,6 +20,7 @@ from book_tools.cli import main as tools
 from book_tools.web.serve import serve
 from transformer_lib.cli import TOOLS_COMMANDS, main
 from transformer_lib.data import LOCAL_DIR_ENV
+from transformer_lib.files import write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,6 +82,13 @@ NOT_PAGES = ("_static", "_sources", "_images", "mathjax", "_downloads")
 PIXEL = base64.b64decode(  # a 1 x 1 PNG, for the pages that show the browser checks can fail
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
 )
+
+
+def keep_record(path: Path, env: str, text: str) -> None:
+    """A browser test's record: printed, and written to ``path`` (atomically) when ``env`` is set to 1."""
+    if os.environ.get(env) == "1":
+        write_text(path, text)
+    print("\n" + text)
 
 
 def site_pages() -> list[str]:

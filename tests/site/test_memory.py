@@ -22,7 +22,6 @@ With ``BROWSER_MEMORY_RECORD=1`` the test writes ``RECORD``: the machine, the br
 both figures. Needs the built site, Chromium and psutil, like tests/site/test_phone.py.
 """
 
-import os
 import time
 from datetime import datetime, timezone
 
@@ -31,8 +30,7 @@ import pytest
 from test_page_weight import commit, machine
 from test_translator_page import SENTENCES
 
-from conftest import ROOT, SITE, VIEWPORT
-from transformer_lib.files import write_text
+from conftest import ROOT, SITE, VIEWPORT, keep_record
 
 pytestmark = pytest.mark.slow  # half a minute
 
@@ -148,7 +146,5 @@ def record(measured: dict, browser_version: str) -> str:
 def test_the_record(measured):
     """The measurement; written to RECORD when BROWSER_MEMORY_RECORD=1."""
     text = record(measured, measured["loaded"]["browser"])
-    if os.environ.get(RECORD_ENV) == "1":
-        write_text(RECORD, text)  # atomically: a record is never half-written
-    print("\n" + text)
+    keep_record(RECORD, RECORD_ENV, text)
     assert measured["alone"]["output"] is None

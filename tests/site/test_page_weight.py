@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from book_tools.web.serve import serve
-from conftest import ROOT, SITE, VIEWPORT, built_pages
-from transformer_lib.files import write_text
+from conftest import ROOT, SITE, VIEWPORT, built_pages, keep_record
 
 pytestmark = pytest.mark.slow  # tens of seconds: started early by `pytest -n 2` (conftest.py)
 
@@ -173,7 +172,5 @@ def table(visits: dict, browser_version: str) -> str:
 def test_the_record(visits, browser):
     """The table of every page's first visit; written to RECORD when PAGE_WEIGHT_RECORD=1."""
     text = table(visits, browser.version)
-    if os.environ.get(RECORD_ENV) == "1":
-        write_text(RECORD, text)  # atomically: a record is never half-written
-    print("\n" + text)
+    keep_record(RECORD, RECORD_ENV, text)
     assert len(text.splitlines()) == len(visits) + 7

@@ -38,8 +38,7 @@ import pytest
 from test_page_weight import commit, machine
 from test_translator_page import FIFTEEN_WORDS, LONG_TASKS, SENTENCES
 
-from conftest import ROOT, SITE, VIEWPORT
-from transformer_lib.files import write_text
+from conftest import ROOT, SITE, VIEWPORT, keep_record
 
 pytestmark = pytest.mark.slow  # a minute or so
 
@@ -231,9 +230,7 @@ def record(measured: dict, browser_version: str) -> str:
 def test_the_record(measured, browser):
     """The measurement as book/translator.md shows it; written to RECORD when BROWSER_SPEED_RECORD=1."""
     text = record(measured, browser.version)
-    if os.environ.get(RECORD_ENV) == "1":
-        write_text(RECORD, text)  # atomically: a record is never half-written
-    print("\n" + text)
+    keep_record(RECORD, RECORD_ENV, text)
     for loads in measured["phone"].values():
         for load in loads:
             print(f"{load['s']:.2f} s, ready at {load['ready']:.2f} s: {load['files']}")
