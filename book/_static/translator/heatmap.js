@@ -1,7 +1,7 @@
 // An attention heatmap as an accessible data table, for both translator pages: one row per query
 // token, one column per key token, each cell's colour its weight (custom.css draws the ramp for
 // the page's light or dark theme from --w). Every cell also holds its weight as text for screen
-// readers, and `strongest` lists, in words, the token each row attends to most.
+// readers, and drawStrongest lists, in words, the token each row attends to most.
 
 function cell(tag, text, className) {
   const element = document.createElement(tag);
@@ -11,8 +11,8 @@ function cell(tag, text, className) {
 }
 
 // table: the <table>; rows, columns: token labels; weights[r][c]; corner: the top-left header's text;
-// rowLang, columnLang: the languages of the two sides ("de", "en"); strongest: an <ol> or null.
-export function drawHeatmap(table, { rows, columns, weights, corner, rowLang, columnLang, strongest }) {
+// rowLang, columnLang: the languages of the two sides ("de", "en").
+export function drawHeatmap(table, { rows, columns, weights, corner, rowLang, columnLang }) {
   const header = document.createElement("tr");
   header.append(cell("th", corner, "corner"));
   for (const label of columns) {
@@ -28,19 +28,30 @@ export function drawHeatmap(table, { rows, columns, weights, corner, rowLang, co
     th.scope = "row";
     th.lang = rowLang;
     row.append(th);
-    weights[r].forEach((value, c) => {
+    weights[r].forEach((value) => {
       const td = document.createElement("td");
       td.style.setProperty("--w", value.toFixed(3));
-      td.title = `${label} → ${columns[c]}: ${value.toFixed(2)}`;
       td.dataset.w = String(value);
-      td.append(cell("span", value.toFixed(2), "translator-sr-only"));
+      td.textContent = value.toFixed(2); // for screen readers: custom.css makes it transparent
       row.append(td);
     });
     return row;
   });
   table.replaceChildren(header, ...body);
-  if (!strongest) return;
-  strongest.replaceChildren(...rows.map((label, r) => {
+  // A cell's tooltip ("output → source: weight") is written when the pointer first reaches it, by
+  // one handler for the whole table rather than one title per cell drawn.
+  table.onmouseover = ({ target }) => {
+    const td = target.closest("td");
+    if (!td || td.title) return;
+    const row = td.parentElement;
+    td.title = `${row.cells[0].textContent} → ${table.rows[0].cells[td.cellIndex].textContent}: ` +
+      Number(td.dataset.w).toFixed(2);
+  };
+}
+
+// The same weights in words, into the <ol> `list`: for each row, the column it attends to most.
+export function drawStrongest(list, { rows, columns, weights, rowLang, columnLang }) {
+  list.replaceChildren(...rows.map((label, r) => {
     const best = weights[r].reduce((b, w, c) => (w > weights[r][b] ? c : b), 0);
     const item = document.createElement("li");
     item.append(cell("span", label, "translator-token"), " → ",

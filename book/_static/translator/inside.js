@@ -359,7 +359,6 @@ function drawAttention() {
     corner: kind === "encoder" ? "source ↓ / source →" : kind === "self" ? "output ↓ / output →" : "output ↓ / source →",
     rowLang: kind === "encoder" ? src : tgt,
     columnLang: kind === "self" ? tgt : src,
-    strongest: null,
   });
 }
 

@@ -2,7 +2,7 @@
 // cross-attention of every output token over the source tokens as a heatmap.
 
 import { showExamples } from "./examples.js";
-import { drawHeatmap as draw } from "./heatmap.js";
+import { drawHeatmap as drawTable, drawStrongest } from "./heatmap.js";
 import { Translator, modelInfo, openingDirection, remember, unsupported } from "./translator.js";
 
 const $ = (id) => document.getElementById(id);
@@ -33,26 +33,32 @@ function weights(attention, layer, head) {
   return out.map((row) => row.map((w) => w / n));
 }
 
-function drawHeatmap() {
-  const table = $("translator-heatmap");
-  const strongest = $("translator-strongest");
-  if (!last) {
-    table.replaceChildren();
-    strongest.replaceChildren();
-    return;
-  }
+// The heatmap of the latest translation for the chosen layer and head: what heatmap.js draws.
+function heatmap() {
   const { result, tokenizer, direction } = last;
   const [src, tgt] = direction.split("_");
-  draw(table, {
+  return {
     rows: result.ids.map((id) => tokenizer.label(id)),
     columns: result.srcIds.map((id) => tokenizer.label(id)),
     weights: weights(result.attention, $("translator-layer").value, $("translator-head").value),
     corner: "output ↓ / source →",
     rowLang: tgt,
     columnLang: src,
-    strongest,
-  });
+  };
 }
+
+// The layer or head changed: the table and the list in words again.
+function drawHeatmap() {
+  if (!last) return; // nothing translated yet
+  const map = heatmap();
+  drawTable($("translator-heatmap"), map);
+  drawStrongest($("translator-strongest"), map);
+}
+
+// Resolves once the browser has painted the page as it is now: a frame's callback runs just before
+// its paint, and a task queued from it runs after. A hidden page paints nothing: no wait.
+const painted = () => document.hidden ? Promise.resolve()
+  : new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve)));
 
 // The box's language (lang="de" or "en") follows the direction; the output's is set with each
 // translation, and the examples' by examples.js.
@@ -94,7 +100,6 @@ async function run() {
     fillSelect($("translator-layer"), layers, "layer");
     fillSelect($("translator-head"), heads, "head");
     last = { result, tokenizer: model.tokenizer, direction };
-    drawHeatmap();
     status.textContent = result.finished
       ? `${result.ids.length} tokens from ${result.srcIds.length} in ${Math.round(result.ms)} ms, on this computer.`
       : `Did not finish: the model reached its length limit (${result.ids.length} tokens) without ending the ` +
@@ -102,6 +107,13 @@ async function run() {
         "the ones it learned from.";
     status.dataset.finished = String(result.finished);
     status.dataset.ms = String(result.ms);
+    // The translation is painted first, then the heatmap, then its list in words, each drawn in a
+    // task of its own: on a phone's slower CPU, all three at once keep the page from answering
+    // for longer than a reader's click should wait.
+    await painted();
+    drawTable($("translator-heatmap"), heatmap());
+    await painted();
+    drawStrongest($("translator-strongest"), heatmap());
     status.dataset.done = String(Number(status.dataset.done || 0) + 1);
   } catch (error) {
     if (error.name === "AbortError") return; // the reader chose the other direction meanwhile
