@@ -26,7 +26,10 @@
 * No page loads a script it does not use. pydata-sphinx-theme loads Font Awesome's JavaScript
   (``fontawesome.js``, 1.5 MB, which redraws each icon as SVG) on every page, though its own CSS
   and webfonts draw every icon the theme and this book use: the theme's template is read without
-  that line (the build stops if the line is not found, e.g. after an upgrade of the theme). And
+  that line (the build stops if the line is not found, e.g. after an upgrade of the theme). The
+  theme's layout also loads Sphinx's search scripts and the whole search index (``searchindex.js``,
+  190 KB) on every page, for its search-as-you-type, which this book leaves off: only the search
+  page, which loads them itself, has them then (the same template, its condition widened). And
   MathJax loads only on a page with a formula of its own: Sphinx counts the formulas of every page
   a page's table of contents includes, so the introduction, which includes the whole book, loaded it.
   Nor a font it does not use: the theme's Font Awesome webfonts (270 KB on every page, for about
@@ -211,10 +214,16 @@ def _one_of_each_script(app, pagename, templatename, context, doctree) -> None:
 # pydata-sphinx-theme's macro file and the line in it that loads Font Awesome's JavaScript
 THEME_MACROS = "static/webpack-macros.html"
 FONTAWESOME_JS = re.compile(r'[ \t]*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>\n?')
+# Its layout, and the condition under which it leaves out the search scripts: the search page only,
+# widened to every page when search-as-you-type (the only other use of them) is off
+THEME_LAYOUT = ("pydata_sphinx_theme", "layout.html")
+SEARCH_PAGE_ONLY = "{% if pagename == 'search' %}"
+SEARCH_SCRIPTS_UNUSED = "{% if pagename == 'search' or not theme_search_as_you_type|tobool %}"
 
 
-class WithoutFontAwesomeJs(BaseLoader):
-    """The theme's templates as they are, but its macro file without the script tag of fontawesome.js."""
+class WithoutUnusedScripts(BaseLoader):
+    """The theme's templates as they are, but its macro file without the script tag of fontawesome.js,
+    and its layout without the search scripts where nothing uses them."""
 
     def __init__(self, loader) -> None:
         self.loader = loader
@@ -228,16 +237,20 @@ class WithoutFontAwesomeJs(BaseLoader):
             source, found = FONTAWESOME_JS.subn("", source)
             if found != 1:
                 raise ExtensionError(f"{THEME_MACROS} has no script tag of fontawesome.js to leave out")
+        if Path(filename).parts[-2:] == THEME_LAYOUT:
+            if source.count(SEARCH_PAGE_ONLY) != 1:
+                raise ExtensionError(f"{filename} has no condition on the search scripts to widen")
+            source = source.replace(SEARCH_PAGE_ONLY, SEARCH_SCRIPTS_UNUSED)
         return source, filename, uptodate
 
 
-def _no_fontawesome_js(app) -> None:
+def _no_unused_scripts(app) -> None:
     templates = getattr(app.builder, "templates", None)
     if app.builder.format != "html" or templates is None:
         return
     if not hasattr(templates, "environment"):
         raise ExtensionError("site_fixes: the HTML builder's template loader has no Jinja environment")
-    templates.environment.loader = WithoutFontAwesomeJs(templates.environment.loader)
+    templates.environment.loader = WithoutUnusedScripts(templates.environment.loader)
 
 
 def _math_only_where_used(app, pagename, templatename, context, doctree) -> None:
@@ -335,7 +348,7 @@ def setup(app):
     app.add_transform(SiteLinks)
     app.connect("html-page-context", _one_of_each_script, priority=900)
     app.connect("html-page-context", _math_only_where_used, priority=900)  # after sphinx.ext.mathjax (500)
-    app.connect("builder-inited", _no_fontawesome_js)
+    app.connect("builder-inited", _no_unused_scripts)
     app.add_css_file(ICON_CSS, priority=900)  # after the theme's CSS: its faces come first for these icons
     app.connect("build-finished", _subset_icon_fonts)
     app.connect("doctree-resolved", _no_thebe_config, priority=900)  # after sphinx-thebe added it

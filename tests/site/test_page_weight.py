@@ -6,7 +6,8 @@ WebAssembly, ``.onnx`` files as they are; :mod:`book_tools.web.serve`). A lesson
 visit stays under ``LESSON_BUDGET``, the translator's (the runtime, one direction's model and the
 tokenizer: all the first translation needs) under ``TRANSLATOR_BUDGET``; no page loads Font
 Awesome's JavaScript (the theme's CSS and webfonts draw the icons, cut down to the icons the site
-uses) and only a page with a formula loads MathJax.
+uses), only a page with a formula loads MathJax and only the search page the search index (which
+still finds a word).
 
 With ``PAGE_WEIGHT_RECORD=1`` the test also writes the table to ``RECORD``, with the machine and the
 date, which the how-to-run page shows. Needs the built site and Chromium, like tests/site/test_browser.py.
@@ -118,6 +119,22 @@ def test_no_page_loads_a_script_it_does_not_use(visits):
     assert mathjax and all(mathjax.values()), f"MathJax on pages without a formula: {mathjax}"
     without = [p for p, v in visits.items() if v["has_math"] and p not in mathjax]
     assert not without, f"pages with a formula but no MathJax: {without}"
+    index = [p for p, v in visits.items() if any(path.endswith("/searchindex.js") for path in v["paths"])]
+    assert index == ["search.html"], f"pages that load the search index: {index}"
+
+
+def test_the_search_page_finds_a_word(browser):
+    """The search index, loaded by the search page alone, still answers: a word of the book finds its lessons."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        with serve(SITE, []) as base:
+            page.goto(base + "search.html?q=attention", wait_until="load")
+            page.wait_for_selector("#search-results li a", timeout=60_000)
+            found = page.eval_on_selector_all("#search-results li a", "(links) => links.map((a) => a.href)")
+    finally:
+        context.close()
+    assert any("04_attention" in href for href in found), found
 
 
 def test_every_icon_is_drawn_without_font_awesomes_javascript(visits):
