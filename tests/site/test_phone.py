@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 
 import pytest
 from test_page_weight import commit, machine
-from test_translator_page import FIFTEEN_WORDS, SENTENCES
+from test_translator_page import FIFTEEN_WORDS, LONG_TASKS, SENTENCES
 
 from conftest import ROOT, SITE, VIEWPORT, keep_record
 
@@ -54,13 +54,6 @@ FAST_4G = {"offline": False, "latency": 40, "downloadThroughput": DOWN, "uploadT
 CPU_SLOWDOWN = 4
 READERS = {"de_en": SENTENCES["de_en"][0], "en_de": SENTENCES["en_de"][0]}  # a sentence each types
 FILES = (".onnx", ".bin", ".wasm", ".json.gz")  # what the first translation waits for: models, runtime, tokenizer
-
-# The page thread's long tasks (the Long Tasks API: over 50 ms), each as [start, duration] in ms from the
-# navigation, so that the page's start can be told from what follows Translate.
-LONG_TASKS = """window.longTasks = [];
-new PerformanceObserver((list) => {
-  for (const entry of list.getEntries()) window.longTasks.push([entry.startTime, entry.duration]);
-}).observe({ type: "longtask", buffered: true });"""
 
 # The reader: once the page's script has run (Translate works), picks the direction in the menu if it is
 # not the one shown, types the sentence and presses Translate; resolves once the translation, then its heatmap,

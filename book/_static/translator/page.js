@@ -110,10 +110,11 @@ async function run() {
     // The translation is painted first, then the heatmap, then its list in words, each drawn in a
     // task of its own: on a phone's slower CPU, all three at once keep the page from answering
     // for longer than a reader's click should wait.
+    const map = heatmap();
     await painted();
-    drawTable($("translator-heatmap"), heatmap());
+    drawTable($("translator-heatmap"), map);
     await painted();
-    drawStrongest($("translator-strongest"), heatmap());
+    drawStrongest($("translator-strongest"), map);
     status.dataset.done = String(Number(status.dataset.done || 0) + 1);
   } catch (error) {
     if (error.name === "AbortError") return; // the reader chose the other direction meanwhile
