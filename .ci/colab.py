@@ -23,7 +23,9 @@ situation and runs each lesson top to bottom with nbclient:
 
 The assignments a student opens on Colab are checked the same way: where ``.ci/assignments.py``
 has built them (``_build/assignments``), each solution runs alone too, its first cell installing
-the package and Otter-Grader, and every ``grader.check`` must pass (its public tests).
+the package and Otter-Grader, and every ``grader.check`` must pass. A solution's checks run the
+hidden tests too, which import the book's tools (``tools/``, as the autograder has them): its
+environment finds them through its ``.pth`` file.
 
 The lessons run under nbval, each in its own kernel (the notebook's kernelspec names it), so that
 every stored output is compared too: run with ``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``
@@ -162,6 +164,10 @@ def run_lesson(notebook: Path, base: Path) -> tuple[str, float, str | None]:
     folder.mkdir(parents=True)
     copy = lesson_copy(notebook, folder)
     kernels = lesson_environment(folder, base)
+    # A solution holds the hidden tests too, which import the book's tools, as the autograder that
+    # installs them does; the public tests a student runs import only the package (a test says so).
+    with open(site_packages(folder / "venv") / "_colab_base.pth", "a", encoding="utf-8") as pth:
+        pth.write(f"{ROOT / 'tools'}\n")
     nb = nbformat.read(copy, as_version=4)
     km = KernelManager(kernel_name="colab", kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(kernels)]))
     current = {"index": None}

@@ -27,18 +27,10 @@ import yaml
 import transformer_lib
 from book_tools.cli import main as tools
 from book_tools.coursework import grader, grading, guard, variants
+from book_tools.coursework.checks import copies, globals_of, standing_in, translation_bleu, without
 from transformer_lib import records
 from transformer_lib.coursework import checks
-from transformer_lib.coursework.checks import (
-    Wrong,
-    call,
-    defined,
-    globals_of,
-    list_of,
-    standing_in,
-    translation_bleu,
-    without,
-)
+from transformer_lib.coursework.checks import Wrong, call, defined, list_of
 from transformer_lib.data import load_multi30k
 from transformer_lib.errors import InvalidValue
 
@@ -133,6 +125,7 @@ CHANGED = {
     "import torch\ndel torch.testing": "torch.testing",
     "import torch\ntorch.__dict__['allclose'] = None": "torch.__dict__",
     "from transformer_lib.coursework import checks as c\nc.close = None": "transformer_lib.coursework.checks.close",
+    "import book_tools.coursework.checks as g\ng.without = None": "book_tools.coursework.checks.without",
     "__builtins__.isinstance = None": "builtins.isinstance",
     "import pickle\npickle.dump = print": "pickle.dump",
     "!echo magic lines are read too\nimport numpy as np\nnp.pi = 3": "numpy.pi",
@@ -213,7 +206,7 @@ def test_translations_that_copy_the_references_are_not_graded_however_disguised(
         handed_in.write_text("\n".join(lines) + "\n", encoding="utf-8")
         with check_that(what), pytest.raises(Wrong, match=r" 3\d\d of 1,000 lines copy"):
             translation_bleu(handed_in.name, "test_2016_flickr", "en")
-    assert 0.05 < checks.copies(recorded, references) / 1000 < 0.15  # a trained model's: graded
+    assert 0.05 < copies(recorded, references) / 1000 < 0.15  # a trained model's: graded
     handed_in.write_text("\n".join(recorded) + "\n", encoding="utf-8")
     assert 40 < translation_bleu(handed_in.name, "test_2016_flickr", "en") < 42
 
@@ -291,6 +284,15 @@ def test_public_tests_carry_no_points_and_hidden_ones_the_questions():
             points = question.test_points()
             assert all(points[t.name] == 0 for t in question.tests if not t.hidden), (master.stem, question.name)
             assert sum(points.values()) == question.points, (master.stem, question.name)
+
+
+def test_public_tests_import_only_the_package():
+    """A student on Colab has the package, not the book's tools: only the hidden tests may import them."""
+    for master in MASTERS:
+        for question in variants.read_master(master).questions.values():
+            for test in question.tests:
+                if not test.hidden:
+                    assert "book_tools" not in test.source, (master.stem, question.name, test.name)
 
 
 def test_every_assignment_has_a_seeded_mistake():
@@ -440,6 +442,16 @@ def test_a_folder_of_student_folders_is_found_and_each_row_says_whose(tmp_path):
     found = grading.submissions_in([tmp_path / "sec1", tmp_path / "sec2"])
     assert len(found) == 3 and "bob/a2_attention.ipynb" in found
     assert (tmp_path / "sec2" / "alice" / "a2_attention.ipynb").as_posix() in found
+
+
+def test_a_grading_only_helper_imported_from_the_library_says_where_it_is():
+    from book_tools.coursework import checks as grading_checks
+
+    for name in checks.GRADING_ONLY:
+        assert callable(getattr(grading_checks, name))
+        where = rf"^{name} is the book's tools' now: from book_tools\.coursework\.checks import {name}$"
+        with pytest.raises(ImportError, match=where):
+            exec(f"from transformer_lib.coursework.checks import {name}", {})
 
 
 def test_list_of_says_what_a_stub_returned():

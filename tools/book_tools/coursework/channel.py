@@ -38,6 +38,18 @@ class Closed(Exception):
     """The other end went away, sent what cannot be read, or did not answer in time."""
 
 
+class Stopped(Exception):
+    """The submission's process was stopped, or broke the channel: the request failed, and says why."""
+
+
+class RemoteError(Exception):
+    """The submission's code raised: ``kind`` is its exception's name, the message its first line."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}" if message else kind)
+        self.kind, self.message = kind, message
+
+
 def write_frame(fd: int, payload: bytes) -> None:
     data = _HEADER.pack(len(payload)) + payload
     view = memoryview(data)
@@ -92,7 +104,8 @@ class Handle(RemoteAnswer):
     """What stands, in the grader, for an object of the submission's process.
 
     The grader's handles are :class:`book_tools.coursework.sandbox.Remote`; the checks know them as
-    :class:`transformer_lib.coursework.checks.RemoteAnswer`.
+    :class:`transformer_lib.coursework.checks.RemoteAnswer`, which :func:`~transformer_lib.coursework.checks.call`
+    asks to make the call there.
     """
 
     __slots__ = ()

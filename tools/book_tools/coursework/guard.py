@@ -3,7 +3,7 @@
 The hidden tests run in the same Python process as the submission, after it: a notebook that
 writes ``torch.allclose = lambda *a, **k: True`` would pass every comparison. :func:`tampering`
 reads each code cell (never running it) for an assignment to, or deletion of, an attribute of a
-module the tests use (``torch``, ``math``, ``numpy``, ``builtins``, ``transformer_lib``, ``otter``,
+module the tests use (``torch``, ``math``, ``numpy``, ``builtins``, ``transformer_lib``, ``book_tools``, ``otter``,
 ``sacrebleu``, and ``pickle``, which carries Otter's results out of the process), or of anything
 imported from one, directly or through ``setattr``/``delattr``.
 Settings are allowed: ``torch.backends`` (``torch.backends.cudnn.deterministic = True``) and
@@ -21,10 +21,10 @@ import ast
 import dataclasses
 from typing import Any
 
+from book_tools.coursework.checks import BY_HAND
 from book_tools.coursework.grading import plugin_base
-from transformer_lib.coursework.checks import BY_HAND
 
-WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "otter", "sacrebleu", "pickle")
+WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "book_tools", "otter", "sacrebleu", "pickle")
 ALLOWED = ("torch.backends", "torch._dynamo.config", "torch._inductor.config")  # switches a learner may set
 ALWAYS = {"__builtins__": "builtins"}  # names bound without an import
 

@@ -27,7 +27,7 @@ from typing import Any
 channel: Any = None  # book_tools.coursework.channel, imported once the process is the sandbox's user
 
 NOTES: list[str] = []  # what the audit hook refused, sent with every answer
-_WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "sacrebleu")
+_WATCHED = ("torch", "math", "numpy", "builtins", "transformer_lib", "book_tools", "sacrebleu")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -248,7 +248,7 @@ class Worker:
         return out, args[wrt].grad
 
     def op_without(self, components: list[str], owners: list[Any]) -> int:
-        from transformer_lib.coursework import checks
+        from book_tools.coursework import checks
 
         stack = contextlib.ExitStack()
         found = {}
@@ -260,7 +260,7 @@ class Worker:
         return id(stack)
 
     def op_standing_in(self, owners: list[Any], names: dict) -> int:
-        from transformer_lib.coursework import checks
+        from book_tools.coursework import checks
 
         stack = contextlib.ExitStack()
         stack.enter_context(checks.standing_in(checks.globals_of(*owners), **names))
@@ -338,7 +338,7 @@ def main() -> None:
     from traitlets.config import Config
 
     import transformer_lib  # noqa: F401
-    from transformer_lib.coursework import checks  # noqa: F401
+    from book_tools.coursework import checks  # noqa: F401  (the library's checks too)
 
     for optional in ("numpy", "sacrebleu"):
         with contextlib.suppress(ImportError):
