@@ -93,3 +93,18 @@ def test_the_issue_templates_send_questions_to_discussions():
     config = yaml.safe_load((ROOT / ".github" / "ISSUE_TEMPLATE" / "config.yml").read_text(encoding="utf-8"))
     urls = [link["url"] for link in config["contact_links"]]
     assert f"{REPOSITORY}/discussions" in urls
+
+
+def test_a_quiz_drawn_before_mathjax_has_loaded_does_not_fail(monkeypatch):
+    """The site loads MathJax after the page: jupyterquiz's script, which reads MathJax.version half a
+    second after drawing, must not run on MathJax's bare configuration (a TypeError on a slow phone)."""
+    from IPython import display as ipython_display
+    from IPython.display import Javascript
+
+    shown = []
+    monkeypatch.setattr(ipython_display, "display", lambda *parts, **_: shown.extend(parts))
+    quiz.show_quiz("03_embeddings_and_positions")
+    scripts = [part.data for part in shown if isinstance(part, Javascript)]
+    assert any(quiz.MATHJAX_READY in script for script in scripts), "jupyterquiz changed: mend MATHJAX_CHECK"
+    assert not any(quiz.MATHJAX_CHECK in script for script in scripts)
+    assert "questions" in scripts[0] and "show_questions" in scripts[0]  # the quiz itself, still drawn

@@ -46,3 +46,32 @@ def test_a_reader_answers_a_quiz_question_on_the_site(browser, serve_folder):
             assert plain(first["answers"][right]["feedback"]) in feedback.inner_text()
         finally:
             context.close()
+
+
+def test_a_quiz_on_a_slow_phone_typesets_its_formulas_without_an_error(browser, serve_folder):
+    """MathJax loads after the page; on a slow phone it has not started when the quiz is drawn. The quiz
+    must not fail on it (jupyterquiz read MathJax.version half a second in), and its formulas are
+    typeset once MathJax has started."""
+    lesson = "03_embeddings_and_positions"
+    if not (SITE / "notebooks" / f"{lesson}.html").is_file():
+        pytest.skip(f"no built site in {SITE}: run `jupyter-book build .` first (.ci/run does)")
+    with_math = [q for q in quiz.questions(lesson) if "$" in q["question"]]
+    assert with_math, "the lesson's quiz should have a formula in a question"
+    with serve_folder(SITE) as base:
+        context = browser.new_context(viewport=VIEWPORT)
+        try:
+            page = context.new_page()
+            errors = []
+            page.on("pageerror", lambda error: errors.append(f"{error.name}: {error.message}"))
+            cdp = context.new_cdp_session(page)
+            cdp.send("Emulation.setCPUThrottlingRate", {"rate": 6})
+            page.route("**/mathjax/tex-chtml.js*", lambda route: (page.wait_for_timeout(1500), route.continue_()))
+            page.goto(base + f"notebooks/{lesson}.html", wait_until="load", timeout=120_000)
+            quiz_box = page.locator("[data-shufflequestions]").first
+            quiz_box.locator("mjx-container").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(1000)
+            raw = quiz_box.evaluate("e => e.innerText.split(String.fromCharCode(92) + '(').length - 1")
+        finally:
+            context.close()
+    assert errors == []
+    assert raw == 0, f"{raw} formulas of the quiz left as TeX"
