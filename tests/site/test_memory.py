@@ -7,9 +7,11 @@ model) in that one process. MB here means 1,000,000 bytes.
 
 How: the test starts its own Chromium, so that every renderer process it sees is this browser's.
 It opens the translator page in a new, empty profile, translates one sentence, waits a second, and
-reads every renderer process. The browser has this one page open, so the page's renderer is the
-largest of them. Chromium may also keep a spare renderer, ready for a next tab: it holds a few MB,
-and the test checks that it is small.
+reads every renderer process. The browser has this one page open, so the page's renderer, which
+holds the model, is the largest of them. Chromium keeps others: a spare, ready for a next tab, of
+a few MB, and since about version 156 one of a few tens of MB that ends with the tab (what it
+renders is not known). The test checks that each is less than half the page's (a second page with
+the model would not be), and the record lists them all.
 
 Memory needs a quiet CPU as timing does: beside other browser tests the page once measured well over
 the budget, alone well under it (which part grows under load is not known). So .ci/run runs this
@@ -37,7 +39,6 @@ pytestmark = pytest.mark.slow  # half a minute
 PAGE = "book/translator.html"
 RECORD = ROOT / "results" / "translator" / "renderer_memory.txt"
 RECORD_ENV = "BROWSER_MEMORY_RECORD"
-SPARE_MB = 30  # a renderer without a page holds less
 BUDGET_MB = 200  # the page's renderer process, USS, with the model loaded and one sentence translated
 SENTENCE = SENTENCES["de_en"][0]
 NO_SIMD = "WebAssembly.validate = () => false;"  # the page then says it cannot translate, and loads nothing
@@ -100,11 +101,10 @@ def page_renderer(browser_type, launch_args: dict, base: str, init: str | None =
     finally:
         browser.close()
     assert errors == [], errors
-    # the page's renderer holds the page and the worker; any other is a spare Chromium keeps ready for a next tab
+    # the page's renderer holds the page and the worker; the others are Chromium's own (see above)
     pid = max(memory, key=lambda pid: memory[pid]["uss"])
-    spares = {other: m for other, m in memory.items() if other != pid}
-    assert all(m["uss"] < SPARE_MB * 1e6 for m in spares.values()), f"more than one page in the browser? {memory}"
-    return {**memory[pid], "output": output, "browser": version}
+    others = sorted(m["uss"] for other, m in memory.items() if other != pid)
+    return {**memory[pid], "others": others, "output": output, "browser": version}
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,7 @@ def test_the_renderer_with_the_model_loaded_is_within_200_mb(measured):
     """The USS of the page's renderer process, after one translation, within ``BUDGET_MB``."""
     loaded = measured["loaded"]
     assert loaded["output"], loaded
+    assert all(uss < loaded["uss"] / 2 for uss in loaded["others"]), f"more than one page in the browser? {loaded}"
     assert loaded["uss"] <= BUDGET_MB * 1e6, f"{loaded['uss'] / 1e6:.0f} MB, over {BUDGET_MB} MB: {measured}"
 
 
@@ -136,9 +137,15 @@ def record(measured: dict, browser_version: str) -> str:
         "memory it has in RAM, with what it shares with Chromium's other processes. MB: 1,000,000 bytes.",
         "",
         f"de_en, the model loaded and one sentence translated: USS {mb(loaded['uss'])}, RSS {mb(loaded['rss'])}",
-        f"the page alone (a browser without WebAssembly SIMD: no runtime, no model): USS {mb(alone['uss'])}, "
-        f"RSS {mb(alone['rss'])}",
+        f"the page alone (a browser without WebAssembly SIMD: no runtime, no model), its largest renderer: "
+        f"USS {mb(alone['uss'])}, RSS {mb(alone['rss'])}",
         f"budget: USS at most {BUDGET_MB} MB with the model loaded",
+        "",
+        "The browser's other renderer processes, USS: with the model loaded "
+        f"{', '.join(mb(n) for n in loaded['others']) or 'none'}; for the page alone, "
+        f"{', '.join(mb(n) for n in alone['others']) or 'none'}.",
+        "Without the model, the page's own renderer need not be the largest: Chromium 156 keeps one of a few",
+        "tens of MB that ends with the tab, and which of the two renders the page is not known.",
     ]
     return "\n".join(lines) + "\n"
 
