@@ -15,8 +15,7 @@ from transformer_lib.errors import InvalidValue
 
 # jupyterquiz's options are radio buttons inside their labels, so Tab and Space already answer
 # them; this names the box of a numeric answer and has screen readers read an answer's
-# explanation when it appears. Then it typesets the quizzes' formulas once MathJax has started
-# (see MATHJAX_CHECK below).
+# explanation when it appears.
 _ANNOUNCE = """
 (function () {
   var tries = 0;
@@ -30,7 +29,17 @@ _ANNOUNCE = """
     if (++tries > 20) clearInterval(timer);
   }, 250);
 })();
-(function typesetQuizzes(tries) {
+"""
+# jupyterquiz typesets a quiz's formulas half a second after drawing it, if MathJax is defined, by
+# reading MathJax.version. On the site MathJax loads after the page: on a slow phone, half a second in,
+# it is still only its configuration, with no version, and the quiz's script failed (a TypeError).
+# Guarded (MATHJAX_READY), a quiz drawn before MathJax has loaded leaves its formulas to _TYPESET,
+# which waits for MathJax to start and then typesets every quiz; in JupyterLab and on Colab MathJax
+# has loaded and the quiz typesets itself as before.
+MATHJAX_CHECK = """if (typeof MathJax != 'undefined') {
+        console.log("MathJax version", MathJax.version);"""
+MATHJAX_READY = """if (typeof MathJax != 'undefined' && MathJax.version) {"""
+_TYPESET = """(function typesetQuizzes(tries) {
   var mathjax = window.MathJax;
   if (mathjax && mathjax.startup && mathjax.startup.promise && mathjax.typesetPromise) {
     mathjax.startup.promise.then(function () {
@@ -41,15 +50,6 @@ _ANNOUNCE = """
   }
 })(0);
 """
-# jupyterquiz typesets a quiz's formulas half a second after drawing it, if MathJax is defined, by
-# reading MathJax.version. On the site MathJax loads after the page: on a slow phone, half a second in,
-# it is still only its configuration, with no version, and the quiz's script fails (a TypeError).
-# Guarded, a quiz drawn before MathJax has loaded leaves its formulas to the script below, which
-# waits for MathJax to start and then typesets every quiz; in JupyterLab and on Colab MathJax has
-# loaded and the quiz typesets itself as before.
-MATHJAX_CHECK = """if (typeof MathJax != 'undefined') {
-        console.log("MathJax version", MathJax.version);"""
-MATHJAX_READY = """if (typeof MathJax != 'undefined' && MathJax.version) {"""
 # jupyterquiz's own colours, where they fall short of 4.5:1 contrast: white on orange, green on
 # white, and white typed on a light grey box.
 _COLORS = {
@@ -90,4 +90,4 @@ def show_quiz(lesson: str) -> None:
         drawing.display = shown
     for part in drawn:
         display(Javascript(part.data.replace(MATHJAX_CHECK, MATHJAX_READY)) if isinstance(part, Javascript) else part)
-    display(Javascript(_ANNOUNCE))
+    display(Javascript(_ANNOUNCE + _TYPESET))  # one output, as the lessons store it
