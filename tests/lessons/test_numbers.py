@@ -7,7 +7,7 @@ a cited fact listed with its source in ``tests/data/cited_facts.yaml``. A ratio 
 "never", "always", "none", "nothing", "no ..." or "every" about a result sits beside an assert of
 that strength, or is listed as a statement about the design, not a result.
 
-Run it as a report too: ``python tests/lessons/test_numbers.py`` prints every finding.
+Run it as a report too: ``PYTHONPATH=tests python tests/lessons/test_numbers.py`` prints every finding.
 """
 
 from __future__ import annotations

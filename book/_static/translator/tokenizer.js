@@ -10,7 +10,7 @@
 //   2. merge: start from single characters and repeatedly merge the adjacent pair whose union is a
 //      piece with the highest score (the leftmost pair on a tie): lesson 02's BPE, applied;
 //   3. look up: a piece's id, or <unk> for a character the vocabulary lacks (a run of them is one <unk>).
-// tests/test_translator_page.py checks it against SentencePiece on every sentence of test_2016_flickr
+// tests/site/test_translator_page.py checks it against SentencePiece on every sentence of test_2016_flickr
 // and on odd input (accents composed and decomposed, full-width characters, ligatures, emoji).
 
 const SPACE = "\u2581"; // ▁
