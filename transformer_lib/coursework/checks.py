@@ -114,10 +114,14 @@ def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **
             _ENDLESS.add(code)
             raise Wrong(f"{name} {wrong}") from None
         raise
-    except NameError as error:
-        raise Wrong(f"{name} raised NameError: {error} (an import missing, or a cell that failed?)") from None
     except Exception as error:
-        raise Wrong(f"{name} raised {type(error).__name__}: {error}") from None
+        raise raised(name, type(error).__name__, error) from None
+
+
+def raised(name: str, kind: str, message: object) -> Wrong:
+    """The line a learner reads when ``name`` raised ``kind``, in this process or a sandbox's."""
+    hint = " (an import missing, or a cell that failed?)" if kind == "NameError" else ""
+    return Wrong(f"{name} raised {kind}: {message}{hint}")
 
 
 def _code_of(function: Any) -> Any:

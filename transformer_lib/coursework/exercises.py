@@ -283,12 +283,12 @@ def _schedule(rate: Any) -> str:
 
 
 @_exercise("10.3", "Sampling the next token at temperature τ")
-def _sampling(sample: Any) -> str:
+def _sampling(draw_token: Any) -> str:
     logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -3.0]).repeat(20_000, 1)  # (batch, vocab)
     for tau in (0.5, 2.0):
-        ids = tensor_of(sample(logits, tau), (20_000,), "sample(logits, tau)")
+        ids = tensor_of(draw_token(logits, tau), (20_000,), "draw_token(logits, tau)")
         if ids.dtype not in (torch.int64, torch.int32) or ids.min() < 0 or ids.max() >= 5:
-            raise Wrong(f"sample(logits, tau) should return token ids in [0, 5), got {ids.dtype} {ids.unique()[:5]}")
+            raise Wrong(f"draw_token(logits, tau) should return ids in [0, 5), got {ids.dtype} {ids.unique()[:5]}")
         frequencies = torch.bincount(ids.long(), minlength=5).double() / len(ids)
         if (ids == ids[0]).all():
             raise Wrong(f"at τ = {tau:g} every draw is token {ids[0].item()}: draw from the softmax, not its argmax")

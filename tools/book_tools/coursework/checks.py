@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from book_tools.coursework.channel import RemoteError, Stopped
-from transformer_lib.coursework.checks import CALL_SECONDS, RemoteAnswer, Wrong, call, defined, handed_in_lines
+from transformer_lib.coursework.checks import CALL_SECONDS, RemoteAnswer, Wrong, call, defined, handed_in_lines, raised
 
 
 def _remote(answer: Any) -> bool:
@@ -51,11 +51,7 @@ def remote_call(
     except RemoteError as error:
         if error.kind == "Wrong":
             raise Wrong(error.message) from None
-        if error.kind == "NameError":
-            raise Wrong(
-                f"{name} raised NameError: {error.message} (an import missing, or a cell that failed?)"
-            ) from None
-        raise Wrong(f"{name} raised {error}") from None
+        raise raised(name, error.kind, error.message) from None
 
 
 class Draws:
