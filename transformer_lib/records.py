@@ -210,10 +210,11 @@ def recipe_summary(run: str | os.PathLike) -> str:
     (lr_factor · d_model^-0.5 · warmup^-0.5) and how the final model is chosen and decoded.
     """
     from transformer_lib.training.run_config import load_config  # the records' reader needs no YAML otherwise
+    from transformer_lib.training.schedules import noam_lr
 
     config = load_config(str(Path(run) / "config.yaml"))
     m, t = config.model, config.training
-    peak = t.lr_factor * m.d_model**-0.5 * t.warmup**-0.5
+    peak = noam_lr(t.warmup, m.d_model, t.warmup, t.lr_factor)  # the rate at the end of the warm-up
     return "\n".join(
         (
             f"model: {m.n_layers}+{m.n_layers} layers, d_model {m.d_model}, d_ff {m.d_ff}, "

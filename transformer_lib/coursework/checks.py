@@ -120,8 +120,9 @@ def call(function: Any, *args: Any, name: str, seconds: float = CALL_SECONDS, **
 
 def raised(name: str, kind: str, message: object) -> Wrong:
     """The line a learner reads when ``name`` raised ``kind``, in this process or a sandbox's."""
+    detail = f": {message}" if str(message) else ""
     hint = " (an import missing, or a cell that failed?)" if kind == "NameError" else ""
-    return Wrong(f"{name} raised {kind}: {message}{hint}")
+    return Wrong(f"{name} raised {kind}{detail}{hint}")
 
 
 def _code_of(function: Any) -> Any:
