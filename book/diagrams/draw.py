@@ -679,7 +679,8 @@ def transformer() -> Figure:
         f"{TokenEmbedding.__name__} (tied by default) plus positions, then N {DecoderLayer.__name__}s of masked "
         f"self-attention, cross-attention and {FeedForward.__name__}. In cross-attention the query comes from the "
         "decoder's own stream below it, and the encoder's output, the memory, gives the keys and the values. "
-        "The generator, a Linear layer from d_model to vocab_size, and a softmax give the next-token probabilities.",
+        "The generator, a Linear layer from d_model to vocab_size, gives the logits the model returns; a softmax, "
+        "in the loss and in decoding, turns them into next-token probabilities.",
     )
     f.heading(30, 34, f"The Transformer  ({Transformer.__name__})")
     f.text(30, 54, "N = n_layers layers in each stack (6 in the paper)", size=13, anchor="start", fill=MUTED)
@@ -759,6 +760,8 @@ def transformer() -> Figure:
     f.up(dec, d[-1].top, gen.bottom)
     f.up(dec, gen.top, soft.bottom)
     f.up(dec, soft.top, probs.bottom)
+    f.text(dec - 10, (gen.top + soft.bottom) / 2 + 4, "logits: what forward() returns", size=12, anchor="end")
+    f.text(soft.left - 20, soft.top + 20, "in the loss and in decoding", size=12, anchor="end", fill=MUTED)
     return f
 
 
@@ -1401,7 +1404,7 @@ def book_map() -> Figure:
     )
     badge(whole.x + 22, whole.y + 22, "08")
     f.text(whole.x + 44, whole.y + 27, "The whole Transformer", size=15, anchor="start", weight="bold")
-    gen = f.box(520, 170 + d, 300, 44, "Linear + softmax", "out", sub="next-token probabilities")
+    gen = f.box(520, 170 + d, 300, 44, "Linear", "out", sub="next-token logits")
     f.end_link()
     # the encoder, with multi-head attention and attention inside it
     enc = Box(60, 300 + d, 370, 210)
