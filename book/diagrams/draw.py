@@ -579,8 +579,8 @@ def encoder_layer() -> Figure:
         "The encoder layer, post-norm and pre-norm",
         f"Two versions of {EncoderLayer.__name__} side by side, data flowing upward. Post-norm, as in the paper: each "
         "sublayer (multi-head self-attention, then the position-wise feed-forward network) is followed by "
-        "adding its input back and a LayerNorm. Pre-norm: a LayerNorm comes before each sublayer, and the "
-        "residual sum comes after it, leaving the residual path free of normalisation.",
+        "dropout, adding its input back and a LayerNorm. Pre-norm: a LayerNorm comes before each sublayer, and "
+        "dropout and the residual sum come after it, leaving the residual path free of normalisation.",
     )
     attn = ("attn", "multi-head self-attention", "self_attn")
     ffn = ("ffn", FeedForward.__name__, "d_model → d_ff → d_model")
@@ -593,7 +593,7 @@ def encoder_layer() -> Figure:
             "norm_first=False",
             [attn, add, norm, ffn, add, norm],
             [(-1, 1), (2, 4)],
-            "x = LayerNorm(x + Sublayer(x))",
+            "x = LayerNorm(x + Dropout(Sublayer(x)))",
         ),
         (
             660,
@@ -601,7 +601,7 @@ def encoder_layer() -> Figure:
             "norm_first=True",
             [norm, attn, add, norm, ffn, add],
             [(-1, 2), (2, 5)],
-            "x = x + Sublayer(LayerNorm(x))\n(Encoder adds one LayerNorm after the last layer)",
+            "x = x + Dropout(Sublayer(LayerNorm(x)))\n(Encoder adds one LayerNorm after the last layer)",
         ),
     ]
     f.add(f'<line x1="440" y1="24" x2="440" y2="666" stroke="{EDGE}"/>')
@@ -630,7 +630,7 @@ def decoder_layer() -> Figure:
         f"{DecoderLayer.__name__}, data flowing upward, in the paper's post-norm order. First masked (causal) "
         "multi-head self-attention over the target; then cross-attention, whose queries come from the decoder and "
         "whose keys and values come from the encoder's memory; then the position-wise feed-forward network. Each "
-        "sublayer is followed by a residual sum and a LayerNorm.",
+        "sublayer is followed by dropout, a residual sum and a LayerNorm.",
     )
     cx = 450
     f.heading(30, 34, DecoderLayer.__name__)
@@ -752,7 +752,7 @@ def transformer() -> Figure:
     f.text((enc + 450) / 2, turn - 24, "memory", size=12, fill=MUTED)
     f.text((enc + 450) / 2, turn - 8, "(batch, src_len, d_model)", size=12, fill=MUTED)
     # the output
-    gen = f.box(dec - 110, d_top - 26 - 44, 220, 44, "Linear", "out", sub="generator: d_model → vocab_size")
+    gen = f.box(dec - 110, d_top - 26 - 44, 220, 44, "Linear (tied)", "out", sub="generator: d_model → vocab_size")
     soft = f.box(dec - 80, gen.top - 26 - 32, 160, 32, "Softmax", "out")
     probs = f.box(
         dec - 120, soft.top - 26 - 44, 240, 44, "next-token probabilities", "data", sub="(batch, tgt_len, vocab_size)"
@@ -795,7 +795,7 @@ def token_batching() -> Figure:
         f"Left: batches of {BATCH_SIZE} sentences in corpus order, each padded to its longest sentence: "
         f"{slots(fixed) - tokens} of {slots(fixed)} slots are padding. Right: the sentences sorted by length and "
         f"cut into batches of at most {TOKEN_BUDGET} padded slots, so a batch of short sentences holds more of "
-        f"them: {slots(packed) - tokens} of {slots(packed)} slots are padding.",
+        f"them: {slots(packed) - tokens} of {slots(packed)} slots are padding. Training then shuffles the batches.",
     )
     cell, row = 15, 18
     panels = [
@@ -1047,14 +1047,15 @@ def kv_cache() -> Figure:
     f = Figure(
         "kv_cache",
         900,
-        570,
-        "The key-value cache during decoding",
+        590,
+        "The key-value cache of one self-attention during decoding",
         "Three decoding steps, one a row. At step t only the new token is fed in: from its vector x_t the layer's "
         "projections compute its query q_t (W_Q), key k_t (W_K) and value v_t (W_V). k_t and v_t are appended "
         "to the cached K and V (orange), the earlier ones are read from the cache (blue), and only the new "
-        "token's query attends over the whole cache, giving one new output row.",
+        "token's query attends over the whole cache, giving one new output row. Each decoder layer also keeps its "
+        "cross-attention's keys and values of the encoder's memory, computed at the first step.",
     )
-    f.heading(30, 34, f"The key-value cache  ({KVCache.__name__})")
+    f.heading(30, 34, f"One self-attention's key-value cache  (in {KVCache.__name__}: one a decoder layer)")
     f.text(
         30,
         54,
@@ -1114,6 +1115,15 @@ def kv_cache() -> Figure:
         30,
         ly + 86,
         "Without a cache, step t would compute the keys and values of all t tokens again.",
+        size=12,
+        anchor="start",
+        fill=MUTED,
+    )
+    f.text(
+        30,
+        ly + 108,
+        "Each decoder layer's cross-attention also keeps the keys and values of the encoder's memory, computed at "
+        "step 1.",
         size=12,
         anchor="start",
         fill=MUTED,
@@ -1197,13 +1207,14 @@ def cuda_graph() -> Figure:
         "cuda_graph",
         900,
         420,
-        "A training step's kernels: launched one by one, or replayed as a CUDA graph",
+        "A training step's kernels: launched one by one, or the model's passes replayed as CUDA graphs",
         "Two timelines of the same step, time running to the right. Above, the CPU launches each small kernel in "
         "turn and the GPU runs each one as soon as it is launched, so the GPU idles between kernels and the step ends "
-        "late. Below, the CPU replays a recorded graph with one launch and the GPU runs the same kernels back to back, "
-        "so the step ends much earlier.",
+        "late. Below, the CPU replays the model's recorded forward pass with one launch, launches the loss, replays "
+        "the recorded backward pass with one launch, and launches the gradient clipping and the optimizer's update "
+        "one by one. The GPU runs each graph's kernels back to back, so the step ends earlier.",
     )
-    f.heading(30, 34, "Launching kernels one by one, or replaying a CUDA graph")
+    f.heading(30, 34, "Launching kernels one by one, or replaying the model's passes as CUDA graphs")
     f.text(30, 54, "a small model's step: the GPU waits for the CPU's launches", size=13, anchor="start", fill=MUTED)
     kernels, launch, gap, run = 8, 40, 6, 18
     x0, lane = 150, 30
@@ -1216,7 +1227,7 @@ def cuda_graph() -> Figure:
         f.arrow((x0, y + 44 + lane + 10), (860, y + 44 + lane + 10), colour=FAINT, head=True, width=1.2)
 
     top = 100
-    lanes(top, "one by one (eager)")
+    lanes(top, "one by one")
     for k in range(kernels):
         x = x0 + k * (launch + gap)
         f.rect(x, top, launch, lane, *cpu, rx=3)
@@ -1227,19 +1238,26 @@ def cuda_graph() -> Figure:
     f.text(eager_end, top - 10, "step ends", size=12, fill=MUTED)
 
     bottom = 260
-    lanes(bottom, "replayed as a CUDA graph")
-    f.rect(x0, bottom, 60, lane, *cpu, rx=3)
-    f.centred_text(x0 + 30, bottom + lane / 2, "replay", size=12)
-    for k in range(kernels):
-        f.rect(x0 + 60 + k * (run + 2), bottom + 44, run, lane, *gpu, rx=3)
-    graph_end = x0 + 60 + kernels * (run + 2) - 2
-    f.arrow((graph_end, bottom - 6), (graph_end, bottom + 44 + lane + 4), colour=MUTED, dashed=True, head=False)
-    f.text(graph_end, bottom - 10, "step ends", size=12, fill=MUTED)
-    f.text(graph_end + 10, bottom + 44 + lane * 0.65, "the same kernels, back to back", size=12, anchor="start",
+    lanes(bottom, "the model's forward and backward passes replayed as CUDA graphs")
+    # (CPU label, CPU width, GPU kernels it starts): a graph's replay starts all of its pass's kernels
+    launches = [("forward", 64, 3), ("loss", launch, 1), ("backward", 72, 3), ("clip", launch, 1), ("Adam", launch, 1)]
+    cpu_x = gpu_x = x0
+    for label, width, count in launches:
+        f.rect(cpu_x, bottom, width, lane, *cpu, rx=3)
+        f.centred_text(cpu_x + width / 2, bottom + lane / 2, label, size=12)
+        cpu_x += width
+        gpu_x = max(gpu_x, cpu_x)  # a kernel starts once it is launched and the one before has run
+        for _ in range(count):
+            f.rect(gpu_x, bottom + 44, run, lane, *gpu, rx=3)
+            gpu_x += run + 2
+    graph_end = gpu_x - 2
+    f.arrow((graph_end, bottom - 6), (graph_end, bottom + 44 + lane + 14), colour=MUTED, dashed=True, head=False)
+    f.text(graph_end, bottom + 44 + lane + 28, "step ends", size=12, fill=MUTED)  # below: the title is long
+    f.text(graph_end + 10, bottom + 44 + lane * 0.65, "a graph's kernels run back to back", size=12, anchor="start",
            fill=MUTED)  # fmt: skip
 
     ly = 380
-    f.key(30, ly, 22, 16, *cpu, "CPU: launching a kernel (or the whole graph)")
+    f.key(30, ly, 22, 16, *cpu, "CPU: launching a kernel (or replaying a graph)")
     f.key(420, ly, 22, 16, *gpu, "GPU: running a kernel")
     f.text(760, ly + 13, "time →", size=12, fill=MUTED)
     return f
@@ -1394,7 +1412,7 @@ def book_map() -> Figure:
     translate = Box(620, 72 + d, 250, 56)
     part("09", train, "out", "Training", "loss, warm-up, batches")
     part("10", decode, "out", "Decoding", "greedy, beam search, cache")
-    part("11", translate, "out", "The translator", "German → English", title="The translator: Multi30k")
+    part("11", translate, "out", "The translator", "German ↔ English", title="The translator: Multi30k")
     # the whole model: one linked frame, drawn first so its parts sit on top
     whole = Box(30, 150 + d, 840, 450)
     f.link(lesson_url("08"), "Lesson 8: the whole Transformer")
