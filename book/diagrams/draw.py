@@ -525,38 +525,40 @@ def multi_head() -> Figure:
         900,
         700,
         "Multi-head attention, with the shape on every arrow",
-        "Query, key and value, each (batch, seq, d_model), go through their own linear maps W_Q, W_K and W_V, "
-        "are split into n_heads heads of d_head = d_model / n_heads, giving (batch, n_heads, seq, d_head); "
-        "each head runs scaled dot-product attention, the heads are concatenated back to (batch, seq, d_model) "
-        "and W_O mixes them into the output.",
+        "The query (batch, q_len, d_model) and the key and value (batch, k_len, d_model) go through their own "
+        "linear maps W_Q, W_K and W_V and are split into n_heads heads of d_head = d_model / n_heads, giving "
+        "(batch, n_heads, q_len or k_len, d_head); each head runs scaled dot-product attention, the heads are "
+        "concatenated back to (batch, q_len, d_model) and W_O mixes them into the output.",
     )
     f.heading(30, 32, f"Multi-head attention  ({MultiHeadAttention.__name__})")
     cx = 400
-    out = f.box(cx - 120, 50, 240, 40, "output (batch, seq, d_model)", "data")
+    out = f.box(cx - 120, 50, 240, 40, "output (batch, q_len, d_model)", "data")
     wo = f.box(cx - 110, 130, 220, 40, "W_O", "linear", sub="out_proj: Linear(d_model, d_model)")
     concat = f.box(cx - 110, 214, 220, 46, "concatenate the heads", "attn", sub="transpose, reshape")
     for back in (2, 1):
         f.rect(cx - 150 + 10 * back, 300 - 10 * back, 300, 60, *KINDS["attn"], stroke_width="1.5")
     card = f.box(cx - 150, 300, 300, 60, "scaled dot-product attention", "attn", sub="one head: its own d_head slice")
     f.text(cx + 182, 316, "× n_heads heads,\nall at once", size=13, anchor="start", fill=MUTED)
-    f.up(cx, wo.top, out.bottom, "(batch, seq, d_model)")
-    f.up(cx, concat.top, wo.bottom, "(batch, seq, n_heads · d_head) = (batch, seq, d_model)")
-    f.up(cx, 280, concat.bottom, "(batch, n_heads, seq, d_head)")
+    f.up(cx, wo.top, out.bottom, "(batch, q_len, d_model)")
+    f.up(cx, concat.top, wo.bottom, "(batch, q_len, n_heads · d_head) = (batch, q_len, d_model)")
+    f.up(cx, 280, concat.bottom, "(batch, n_heads, q_len, d_head)")
     names = [("query", "W_Q", "q_proj"), ("key", "W_K", "k_proj"), ("value", "W_V", "v_proj")]
     for i, (name, weight, attr) in enumerate(names):
         x = 150 + 250 * i
-        inp = f.box(x - 85, 600, 170, 46, name, "data", sub="(batch, seq, d_model)")
+        seq = "q_len" if name == "query" else "k_len"
+        inp = f.box(x - 85, 600, 170, 46, name, "data", sub=f"(batch, {seq}, d_model)")
         lin = f.box(x - 85, 516, 170, 46, weight, "linear", sub=f"{attr}: Linear")
         split = f.box(x - 85, 420, 170, 46, "split into heads", "attn", sub="view, transpose")
         f.up(x, inp.top, lin.bottom)
-        f.up(x, lin.top, split.bottom, "(batch, seq, d_model)")
+        f.up(x, lin.top, split.bottom, f"(batch, {seq}, d_model)")
         port = cx + 60 * (i - 1)
         f.arrow((x, split.top), (x, 390), (port, 390), (port, card.bottom))
-    f.text(660, 406, "each (batch, n_heads, seq, d_head)", size=12, anchor="start", fill=MUTED)
+    f.text(660, 406, "(batch, n_heads, q_len or k_len, d_head)", size=12, anchor="start", fill=MUTED)
     f.text(
         450,
         676,
-        "In self-attention query, key and value are all x; in cross-attention key and value are the encoder's memory.",
+        "In self-attention query, key and value are all x (q_len = k_len); in cross-attention key and value are the "
+        "encoder's memory.",
         size=12,
         fill=MUTED,
     )
