@@ -30,7 +30,8 @@ class Transformer(nn.Module):
             self.generator.weight = self.src_embed.weight
 
     def _init_weights(self) -> None:
-        """Glorot-uniform matrices and zero biases in every linear layer, as nn.Transformer does."""
+        """Glorot-uniform matrices and zero biases in every linear layer (nn.Transformer also starts
+        its matrices Glorot-uniform, but keeps its feed-forward layers' default biases)."""
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight)
