@@ -59,15 +59,18 @@ def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
     )
 
 
-def measured_confidence(record: Path, checkpoint: Path) -> dict:
-    """The confidence benchmark's row for this checkpoint: the warning threshold and the examples."""
+def measured_confidence(record: Path, checkpoint: Path, precision: str) -> dict:
+    """The confidence benchmark's row for this checkpoint in this precision: the warning threshold and
+    the examples, measured on the files the page serves."""
     if not record.is_file():
         raise ExtensionError(f"{record} does not exist: run python -m book_tools.benchmarks.confidence")
     sha = sha256_of(checkpoint)
     for row in json.loads(record.read_text(encoding="utf-8"))["rows"]:
-        if row["checkpoint_sha256"] == sha:
+        if row["checkpoint_sha256"] == sha and row.get("precision") == precision:
             return row
-    raise ExtensionError(f"{record} has no threshold for {checkpoint}: run python -m book_tools.benchmarks.confidence")
+    raise ExtensionError(
+        f"{record} has no threshold for {checkpoint} in {precision}: run python -m book_tools.benchmarks.confidence"
+    )
 
 
 def tokenizer_file(source: Path, models: Path, written: dict[str, str]) -> str:
@@ -103,7 +106,7 @@ def write_translator_files(app, exception) -> None:
         bleu = measured_bleu(root / app.config.translator_record, checkpoint, precision)
         info["checkpoint"] = name
         info["bleu"] = {k: bleu[k] for k in ("split", "sacrebleu_cased", "decoding", "sentences")}
-        confidence = measured_confidence(root / app.config.translator_confidence_record, checkpoint)
+        confidence = measured_confidence(root / app.config.translator_confidence_record, checkpoint, precision)
         info["confidence_threshold"] = confidence["threshold"]
         info["examples"] = {
             "test": [example["source"] for example in confidence["examples"]],

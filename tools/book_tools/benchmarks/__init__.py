@@ -27,6 +27,7 @@ from transformer_lib.files import write_text
 
 # Lesson 11's two translators, as the site ships them: in a checkout of the book, not in a wheel.
 TRANSLATORS = Path(__file__).resolve().parents[3] / "translators"
+SITE_CONFIG = TRANSLATORS.parent / "_config.yml"  # the book's config: which precision the translator page serves
 
 
 def shipped_translator(direction: str) -> Path:
@@ -38,6 +39,13 @@ def shipped_translator(direction: str) -> Path:
             "of the book, not from an installed wheel; pass --model PATH (or --models) where the script takes one"
         )
     return path
+
+
+def served_precision() -> str:
+    """The precision of the ONNX files the translator page serves (``translator_precision`` in _config.yml)."""
+    import yaml
+
+    return yaml.safe_load(SITE_CONFIG.read_text(encoding="utf-8"))["sphinx"]["config"]["translator_precision"]
 
 
 def provenance(env: dict) -> dict:

@@ -3,8 +3,8 @@
     python -m book_tools.benchmarks.confidence [--json results/translator/confidence.json]
 
 Lesson 11's translators learned from Multi30k: descriptions of photos. For each direction this
-decodes, greedily and one sentence at a time as the page does (the exported ONNX files,
-:meth:`~book_tools.web.export.OnnxTranslator.translate_one`), every sentence of
+decodes, greedily and one sentence at a time as the page does (the exported ONNX files, in the
+precision the page serves, :meth:`~book_tools.web.export.OnnxTranslator.translate_one`), every sentence of
 test_2016_flickr and a handful of everyday sentences outside that domain (``OUTSIDE``, written for
 this), and records each one's confidence: the mean probability of the tokens the model chose.
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from book_tools.benchmarks import Report, provenance, shipped_translator
-from book_tools.web.export import OnnxTranslator, cached_export
+from book_tools.benchmarks import Report, provenance, served_precision, shipped_translator
+from book_tools.web.export import PRECISIONS, OnnxTranslator, cached_export
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
 from transformer_lib.utils import environment
@@ -69,17 +69,24 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="only the first N test sentences (a quick check)")
     parser.add_argument("--json", type=Path, help="write the record to this file")
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, help="of the exported files (default: what the page serves, _config.yml)"
+    )
     args = parser.parse_args(argv)
+    precision = args.precision or served_precision()
     torch.set_num_threads(1)
     env = environment(torch.device("cpu"))
     report = Report()  # printed, and the text record the translator page shows
     say = report.say
-    say(f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; greedy, one sentence at a time")
+    say(
+        f"torch {env['torch']}; {env['device']}; commit {env['git_commit'][:7]}; the {precision} ONNX files; "
+        "greedy, one sentence at a time"
+    )
     say()
     rows = []
     for direction, outside in OUTSIDE.items():
         checkpoint = shipped_translator(direction)
-        translator = OnnxTranslator(cached_export(checkpoint))
+        translator = OnnxTranslator(cached_export(checkpoint, precision))
         start = time.perf_counter()
         sources = load_multi30k("test_2016_flickr", translator.info["src"])[: args.limit]
         test = [translator.translate_one(s) for s in sources]
@@ -91,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             "direction": direction,
             "checkpoint": checkpoint.name,
             "checkpoint_sha256": sha256_of(checkpoint),
+            "precision": precision,
             "threshold": threshold,
             "rule": f"the {PERCENTILE}th percentile of test_2016_flickr's, rounded down",
             "test_sentences": len(test),
