@@ -1142,7 +1142,9 @@ def flash_tiles() -> Figure:
         "Q, K and V are cut into four blocks each. The n by n matrix of scores is drawn dashed: it is never stored "
         "whole. Query block 2 meets key and value block 1 (done), block 2 (now) and blocks 3 and 4 (next), one tile "
         "of scores at a time, keeping a running maximum and a running sum per row (the online softmax), so the "
-        "result equals softmax(QKᵀ/√d_k)V without the n by n matrix.",
+        "result equals softmax(QKᵀ/√d_k)V, up to rounding, without the n by n matrix. (Lesson 12's flash_by_hand "
+        "takes every query block at once, a column of tiles a step; the package's tiled_attention walks the query "
+        "blocks as drawn.)",
     )
     f.heading(30, 34, "Tiled attention (FlashAttention's idea)")
     f.text(30, 54, "the n × n scores exist one tile at a time, never whole", size=13, anchor="start", fill=MUTED)
@@ -1182,7 +1184,7 @@ def flash_tiles() -> Figure:
     f.arrow((x0 + 8, y0 + row * t + t - 8), (x0 + 4 * t - 8, y0 + row * t + t - 8), colour=KINDS["new"][1])
     # the online softmax, as the kernel runs it for one query block
     px = 500
-    f.rect(px, 84, 370, 330, *KINDS["frame"], rx=10, stroke_width="1.5")
+    f.rect(px, 84, 370, 366, *KINDS["frame"], rx=10, stroke_width="1.5")
     f.text(px + 16, 110, "for each K, V block j, in turn:", size=14, anchor="start", weight="bold")
     steps = [
         "S = Q_i K_jᵀ / √d_k",
@@ -1198,9 +1200,12 @@ def flash_tiles() -> Figure:
     f.text(px + 16, 342, "ℓ: running sum of each row's exponentials", size=12, anchor="start", fill=MUTED)
     f.text(px + 16, 362, "O: the output block, rescaled as m grows", size=12, anchor="start", fill=MUTED)
     f.text(px + 16, 394, "fast memory holds one tile, not n × n", size=12, anchor="start", weight="bold")
+    f.text(px + 16, 416, "(lesson 12's flash_by_hand takes all Q blocks at once:", size=12, anchor="start", fill=MUTED)
+    f.text(px + 16, 434, "a column of tiles a step)", size=12, anchor="start", fill=MUTED)
     f.text(
-        450, 516, "The result equals softmax(QKᵀ / √d_k) V exactly; memory grows as n, not n².", size=13, weight="bold"
-    )
+        450, 516, "The result equals softmax(QKᵀ / √d_k) V, up to rounding; memory grows as n, not n².", size=13,
+        weight="bold",
+    )  # fmt: skip
     return f
 
 
