@@ -945,6 +945,9 @@ def test_a_browser_without_wasm_simd_or_module_workers_gets_one_sentence(logged_
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.on("console", lambda message: message.type == "error" and errors.append(message.text))
         page.goto(base + page_path, wait_until="networkidle")
+        # the page's module script may run after the network is quiet on a busy machine: wait for its
+        # sentence (a page that never writes it fails here, by timeout)
+        page.wait_for_selector('[id$="-status"][data-unsupported]', state="attached", timeout=15_000)
         status = page.evaluate("""() => {
             const line = document.querySelector('[id$="-status"][data-unsupported]');
             return line && { text: line.textContent, controls: [...line.closest(".translator").querySelectorAll(
