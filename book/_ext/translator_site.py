@@ -44,33 +44,29 @@ SERVICE_WORKER = START.with_name("sw.js")  # see write_service_workers
 PAGE_SCRIPT = "_static/translator/page.js"  # the translator page's script: its page gets the service worker
 
 
+def record_row(record: Path, checkpoint: Path, precision: str, command: str, **match) -> dict:
+    """The row of a benchmark's record measured on ``checkpoint``'s files in ``precision`` (and ``match``'s
+    other fields); one clear error naming ``command`` when there is none."""
+    if not record.is_file():
+        raise ExtensionError(f"{record} does not exist: run {command}")
+    sha = sha256_of(checkpoint)
+    for row in json.loads(record.read_text(encoding="utf-8"))["rows"]:
+        fields = {"checkpoint_sha256": sha, "precision": precision, **match}
+        if all(row.get(key) == value for key, value in fields.items()):
+            return row
+    raise ExtensionError(f"{record} has no row for {checkpoint} in {precision}: run {command}")
+
+
 def measured_bleu(record: Path, checkpoint: Path, precision: str) -> dict:
     """The row of the precision benchmark's record for this checkpoint and precision."""
-    if not record.is_file():
-        raise ExtensionError(f"{record} does not exist: run python -m book_tools.benchmarks.onnx_precision")
-    sha = sha256_of(checkpoint)
-    rows = json.loads(record.read_text(encoding="utf-8"))["rows"]
-    for row in rows:
-        if row["checkpoint_sha256"] == sha and row["precision"] == precision and row["runtime"] == "onnxruntime":
-            return row
-    raise ExtensionError(
-        f"{record} has no BLEU for {checkpoint} in {precision}: run "
-        f"python -m book_tools.benchmarks.onnx_precision --models {checkpoint}"
-    )
+    command = f"python -m book_tools.benchmarks.onnx_precision --models {checkpoint}"
+    return record_row(record, checkpoint, precision, command, runtime="onnxruntime")
 
 
 def measured_confidence(record: Path, checkpoint: Path, precision: str) -> dict:
     """The confidence benchmark's row for this checkpoint in this precision: the warning threshold and
     the examples, measured on the files the page serves."""
-    if not record.is_file():
-        raise ExtensionError(f"{record} does not exist: run python -m book_tools.benchmarks.confidence")
-    sha = sha256_of(checkpoint)
-    for row in json.loads(record.read_text(encoding="utf-8"))["rows"]:
-        if row["checkpoint_sha256"] == sha and row.get("precision") == precision:
-            return row
-    raise ExtensionError(
-        f"{record} has no threshold for {checkpoint} in {precision}: run python -m book_tools.benchmarks.confidence"
-    )
+    return record_row(record, checkpoint, precision, "python -m book_tools.benchmarks.confidence")
 
 
 def tokenizer_file(source: Path, models: Path, written: dict[str, str]) -> str:
