@@ -131,7 +131,11 @@ def test_the_search_page_finds_a_word(browser):
         page = context.new_page()
         with serve(SITE, []) as base:
             page.goto(base + "search.html?q=attention", wait_until="load")
-            page.wait_for_selector("#search-results li a", timeout=60_000)
+            # Sphinx adds the results one at a time, then says it has finished: read them all
+            page.wait_for_function(
+                "() => document.querySelector('.search-summary')?.textContent.startsWith('Search finished')",
+                timeout=60_000,
+            )
             found = page.eval_on_selector_all("#search-results li a", "(links) => links.map((a) => a.href)")
     finally:
         context.close()
