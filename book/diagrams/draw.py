@@ -357,8 +357,8 @@ def rnn_vs_attention() -> Figure:
         880,
         390,
         "An RNN's path between two tokens against self-attention's",
-        "Left: a recurrent network reads five tokens one after another; the first token reaches the last "
-        "hidden state in five steps, one after another. Right: self-attention links every token to every other in one "
+        "Left: a recurrent network reads five tokens one after another; the first token enters h1 and "
+        "reaches the last hidden state, h5, four steps later, one after another. Right: self-attention links every token to every other in one "
         "step, so the path between any two tokens has length 1 and all positions are computed at once.",
     )
     words = ["the", "cat", "sat", "on", "it"]
@@ -377,7 +377,7 @@ def rnn_vs_attention() -> Figure:
     for a, b in pairwise(hidden):
         f.arrow((a.right, a.cy), (b.left, b.cy), colour=accent, width=2.2)
     f.text(30, 128, "hidden state h passed along, one step at a time", size=12, anchor="start", fill=MUTED)
-    f.text(235, 346, "first token to last: n = 5 steps in a row", size=13, fill=accent, weight="bold")
+    f.text(235, 346, "h1 to h5: n − 1 = 4 steps in a row", size=13, fill=accent, weight="bold")
     f.text(235, 366, "the path grows with n, and step t waits for step t − 1", size=12, fill=MUTED)
     # self-attention
     f.heading(460, 40, "Self-attention")
