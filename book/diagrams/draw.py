@@ -358,8 +358,9 @@ def rnn_vs_attention() -> Figure:
         390,
         "An RNN's path between two tokens against self-attention's",
         "Left: a recurrent network reads five tokens one after another; the first token enters h1 and "
-        "reaches the last hidden state, h5, four steps later, one after another. Right: self-attention links every token to every other in one "
-        "step, so the path between any two tokens has length 1 and all positions are computed at once.",
+        "reaches the last hidden state, h5, four steps later, one after another. Right: self-attention "
+        "links every token to every other in one step, so the path between any two tokens has length 1 "
+        "and all positions are computed at once.",
     )
     words = ["the", "cat", "sat", "on", "it"]
     accent = KINDS["new"][1]
