@@ -2,6 +2,7 @@
 
     python tools/scripts/execute.py notebooks/09_training.ipynb [more notebooks ...]
     python tools/scripts/execute.py --only-tag solution notebooks/09_training.ipynb   # only self-contained cells
+    ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 python tools/scripts/execute.py --time notebooks/*.ipynb
 
 With ``--only-tag``, a fresh kernel runs the lesson's first two code cells (the install cell and
 the set-up) and then only the cells with that tag, and only their outputs are stored: for cells
@@ -11,7 +12,15 @@ cost a whole lesson's run. The test suite still runs every lesson top to bottom 
 Each notebook runs in ``notebooks/`` (as a reader's would) with a fresh kernel; then the stream
 outputs of every cell are merged and progress bars reduced to their final state, exactly as
 nbval does before it compares (so the stored output is what a reader's rerun is compared with).
-Prints the wall time of each lesson, the number the README's lesson table quotes.
+Prints the wall time of each lesson.
+
+With ``--time``, the lesson runs top to bottom as above but its outputs are left as they are: only
+its wall time and what it ran on (``environment()``: CPU, threads, vector instructions, PyTorch,
+commit) are written into the notebook's metadata, ``timed_run``. The README's and how-to-run's
+lesson tables quote that time for one core without vector kernels (the command above), and
+tests/repository/test_lesson_times.py checks them against it. The stored outputs come from a run
+at the machine's full speed: under the emulation a lesson's timings print other numbers, which the
+prose around them does not describe.
 """
 
 from __future__ import annotations
@@ -22,13 +31,16 @@ import time
 from pathlib import Path
 
 import nbformat
+import torch
 from nbclient import NotebookClient
 from nbval.plugin import coalesce_streams
 
+from transformer_lib.utils import environment
 
-def execute(path: Path, only_tag: str | None = None) -> float:
+
+def execute(path: Path, only_tag: str | None = None, time_only: bool = False) -> float:
     notebook = nbformat.read(path, as_version=4)
-    run = notebook
+    run = copy.deepcopy(notebook) if time_only else notebook
     if only_tag:
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         tagged = [cell for cell in code if only_tag in cell.metadata.get("tags", [])]
@@ -36,9 +48,13 @@ def execute(path: Path, only_tag: str | None = None) -> float:
         # the tagged cells are the lesson's own objects (their outputs land in it); the install and
         # set-up cells are copies, so that they keep what the whole lesson printed
         run.cells = [copy.deepcopy(cell) for cell in code[:2]] + tagged
+    env = environment(torch.device("cpu"))  # before the run: its start
     start = time.perf_counter()
     NotebookClient(run, timeout=1800, resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
+    if time_only:
+        notebook = nbformat.read(path, as_version=4)  # as it is now: only the metadata changes
+        notebook.metadata["timed_run"] = {"seconds": round(elapsed, 1), **env}
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = coalesce_streams(cell.outputs)
@@ -51,16 +67,18 @@ def execute(path: Path, only_tag: str | None = None) -> float:
 
 def main() -> None:
     args = sys.argv[1:]
-    only_tag = None
-    if args[:1] == ["--only-tag"] and len(args) > 1:
+    only_tag, time_only = None, args[:1] == ["--time"]
+    if time_only:
+        args = args[1:]
+    elif args[:1] == ["--only-tag"] and len(args) > 1:
         only_tag, args = args[1], args[2:]
     paths = [Path(p) for p in args]
     if not paths:
-        sys.exit("usage: python tools/scripts/execute.py [--only-tag TAG] notebooks/NN_name.ipynb [...]")
+        sys.exit("usage: python tools/scripts/execute.py [--only-tag TAG | --time] notebooks/NN_name.ipynb [...]")
     for path in paths:
         if not path.is_file():
             sys.exit(f"no notebook at {path}")
-        print(f"{path.name}: {execute(path, only_tag):.0f} s", flush=True)
+        print(f"{path.name}: {execute(path, only_tag, time_only):.0f} s", flush=True)
 
 
 if __name__ == "__main__":
