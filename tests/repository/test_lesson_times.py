@@ -8,6 +8,7 @@ for the conditions both pages state: one thread, PyTorch's vector kernels off
 """
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -27,17 +28,19 @@ def runs_in(seconds: float) -> str:
     if seconds < 15:
         return "< 15 s"
     if seconds < 55:
-        return f"~{round(seconds / 10) * 10} s"
-    return f"~{round(seconds / 30) / 2:g} min"
+        return f"~{math.floor(seconds / 10 + 0.5) * 10} s"
+    return f"~{math.floor(seconds / 30 + 0.5) / 2:g} min"
 
 
 def test_the_rounding():
-    assert [runs_in(s) for s in (3, 27, 44.9, 54, 56, 83, 100, 150, 181)] == [
+    assert [runs_in(s) for s in (3, 25, 27, 44.9, 54, 56, 75, 83, 100, 150, 181)] == [
         "< 15 s",
+        "~30 s",
         "~30 s",
         "~40 s",
         "~50 s",
         "~1 min",
+        "~1.5 min",
         "~1.5 min",
         "~1.5 min",
         "~2.5 min",

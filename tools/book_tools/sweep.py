@@ -1,4 +1,4 @@
-"""A sweep: many training runs at once on one GPU, then one archive of their records (lesson 11).
+"""A sweep: many training runs at once on one GPU, and with ``--archive`` one archive of their records.
 
     python -m book_tools sweep experiments/multi30k/sweep2_final.yaml --out runs/sweep2 --jobs 2
 

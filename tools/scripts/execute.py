@@ -17,8 +17,9 @@ Prints the wall time of each lesson.
 With ``--time``, the lesson runs top to bottom as above but its outputs are left as they are: only
 its wall time and what it ran on (``environment()``: CPU, threads, vector instructions, PyTorch,
 commit) are written into the notebook's metadata, ``timed_run``. The README's and how-to-run's
-lesson tables quote that time for one core without vector kernels (the command above), and
-tests/repository/test_lesson_times.py checks them against it. The stored outputs come from a run
+lesson tables quote that time for one core without vector kernels, so ``--time`` runs only under
+the command above (the lesson's kernel inherits those settings), and
+tests/repository/test_lesson_times.py checks the tables against the metadata. The stored outputs come from a run
 at the machine's full speed: under the emulation a lesson's timings print other numbers, which the
 prose around them does not describe.
 """
@@ -26,6 +27,7 @@ prose around them does not describe.
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import time
 from pathlib import Path
@@ -70,6 +72,11 @@ def main() -> None:
     only_tag, time_only = None, args[:1] == ["--time"]
     if time_only:
         args = args[1:]
+        if (os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("OMP_NUM_THREADS")) != ("default", "1"):
+            sys.exit(
+                "--time needs ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 set: "
+                "the tables' times are for one core without vector kernels"
+            )
     elif args[:1] == ["--only-tag"] and len(args) > 1:
         only_tag, args = args[1], args[2:]
     paths = [Path(p) for p in args]
