@@ -14,14 +14,14 @@ outputs of every cell are merged and progress bars reduced to their final state,
 nbval does before it compares (so the stored output is what a reader's rerun is compared with).
 Prints the wall time of each lesson.
 
-With ``--time``, the lesson runs top to bottom as above but its outputs are left as they are: only
-its wall time and what it ran on (``environment()``: CPU, threads, vector instructions, PyTorch,
-commit) are written into the notebook's metadata, ``timed_run``. The README's and how-to-run's
-lesson tables quote that time for one core without vector kernels, so ``--time`` runs only under
-the command above (the lesson's kernel inherits those settings), and
-tests/repository/test_lesson_times.py checks the tables against the metadata. The stored outputs come from a run
-at the machine's full speed: under the emulation a lesson's timings print other numbers, which the
-prose around them does not describe.
+With ``--time``, the lesson runs top to bottom as above but its outputs are left as they are:
+only its wall time and what it ran on (the cores, and ``environment()``: CPU, threads, vector
+instructions, PyTorch, commit) are written into the notebook's metadata, ``timed_run``. The
+README's and how-to-run's lesson tables quote that time for one core without vector kernels, so
+``--time`` runs only under the command above (the lesson's kernel inherits those settings), and
+tests/repository/test_lesson_times.py checks the tables against the metadata. The stored outputs
+come from a run at the machine's full speed: under the emulation a lesson's timings print other
+numbers, which the prose around them does not describe.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def execute(path: Path, only_tag: str | None = None, time_only: bool = False) ->
     elapsed = time.perf_counter() - start
     if time_only:
         notebook = nbformat.read(path, as_version=4)  # as it is now: only the metadata changes
-        notebook.metadata["timed_run"] = {"seconds": round(elapsed, 1), **env}
+        notebook.metadata["timed_run"] = {"seconds": round(elapsed, 1), "cpu_count": os.cpu_count(), **env}
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = coalesce_streams(cell.outputs)
