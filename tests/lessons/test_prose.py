@@ -1,4 +1,4 @@
-"""The lessons read as lessons: plain sentences, a sitting's length, no words of the project's tracker.
+"""The lessons read as lessons: plain sentences, a sitting's length, no tracker words, no run times promised in words.
 
 Run it as a report too: ``python tests/lessons/test_prose.py`` prints each lesson's words, minutes and long
 sentences. Reading time is prose at 220 words a minute plus 10 seconds a code cell. Code, math,
@@ -26,6 +26,14 @@ LONG = 40  # words
 
 # Words that belong to the project's tracker and its history, not to a lesson.
 TRACKER = re.compile(rf"{TRACKER_NUMBERS}|\bsittings?\b|NOTES\.md|\bclosing notes?\b", re.IGNORECASE)
+# A run time promised in words ("half a minute", "a few seconds"): it holds on the machine that wrote
+# it, not on a reader's. A cell that takes a while prints its own seconds; the lesson tables give
+# each lesson's recorded time (tests/repository/test_lesson_times.py).
+PROMISED_TIME = re.compile(
+    r"\b(?:half an? (?:minute|hour)|a minute or two|an? (?:few )?minutes?|a few seconds"
+    r"|(?:one|two|few|several) (?:seconds|minutes))\b",
+    re.IGNORECASE,
+)
 
 
 def cells(path: Path) -> list[dict]:
@@ -90,6 +98,31 @@ def test_no_words_of_the_tracker_reach_a_lesson(notebook):
     for index, cell in enumerate(cells(notebook)):
         match = TRACKER.search("".join(cell["source"]))
         assert match is None, f"{notebook.name} cell {index} says {match.group(0)!r}: the git log holds history"
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOKS.glob("*.ipynb")), ids=lambda p: p.name)
+def test_no_lesson_promises_in_words_how_long_a_cell_takes(notebook):
+    for index, cell in enumerate(cells(notebook)):
+        if cell["cell_type"] == "markdown":
+            match = PROMISED_TIME.search(prose("".join(cell["source"])))
+            assert match is None, (
+                f"{notebook.name} cell {index} says {match.group(0)!r}: print the cell's seconds instead"
+            )
+
+
+def test_the_time_rule_finds_what_it_is_for():
+    found = [
+        bool(PROMISED_TIME.search(text))
+        for text in (
+            "This cell takes about half a minute.",
+            "under a minute on a CPU",
+            "a few seconds a run",
+            "a minute or two for the cell",
+            "Training takes 20 minutes per direction.",
+            "a second head",
+        )
+    ]
+    assert found == [True, True, True, True, False, False]
 
 
 def test_the_sentence_splitter_counts_as_the_rule_says():
