@@ -70,7 +70,9 @@ ALL_ASSERT = re.compile(
 )
 # A quoted example of text with punctuation ("street.", "."), as a tokenizer would see it.
 EXAMPLE = re.compile(r'(?<![\w*])"([^"\s\w]|\w+[^"\s\w]+)"')
-# A run time announced before a cell ("about 40 seconds") is a guide for the reader, not a result.
+# A run's duration ("20 minutes", a recipe's time limit) is a setting, not a result. A lesson does
+# not promise a cell's run time (tests/lessons/test_prose.py); the lesson tables' times are checked
+# against timed runs (tests/repository/test_lesson_times.py).
 DURATION = re.compile(r"^\s*(?:seconds?|minutes?|min\b|hours?)")
 
 

@@ -42,7 +42,7 @@ from transformer_lib.utils import environment
 
 def execute(path: Path, only_tag: str | None = None, time_only: bool = False) -> float:
     notebook = nbformat.read(path, as_version=4)
-    run = copy.deepcopy(notebook) if time_only else notebook
+    run = notebook
     if only_tag:
         code = [cell for cell in notebook.cells if cell.cell_type == "code"]
         tagged = [cell for cell in code if only_tag in cell.metadata.get("tags", [])]
@@ -50,17 +50,18 @@ def execute(path: Path, only_tag: str | None = None, time_only: bool = False) ->
         # the tagged cells are the lesson's own objects (their outputs land in it); the install and
         # set-up cells are copies, so that they keep what the whole lesson printed
         run.cells = [copy.deepcopy(cell) for cell in code[:2]] + tagged
-    env = environment(torch.device("cpu"))  # before the run: its start
+    env = environment(torch.device("cpu")) if time_only else {}  # before the run: its start
     start = time.perf_counter()
     NotebookClient(run, timeout=1800, resources={"metadata": {"path": str(path.parent)}}).execute()
     elapsed = time.perf_counter() - start
-    if time_only:
-        notebook = nbformat.read(path, as_version=4)  # as it is now: only the metadata changes
+    if time_only:  # the file as it is now, outputs untouched: only the metadata changes
+        notebook = nbformat.read(path, as_version=4)
         notebook.metadata["timed_run"] = {"seconds": round(elapsed, 1), "cpu_count": os.cpu_count(), **env}
-    for cell in notebook.cells:
-        if cell.cell_type == "code":
-            cell.outputs = coalesce_streams(cell.outputs)
-            cell.metadata.pop("execution", None)  # timestamps: noise in every diff
+    else:
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                cell.outputs = coalesce_streams(cell.outputs)
+                cell.metadata.pop("execution", None)  # timestamps: noise in every diff
     tmp = path.with_suffix(".ipynb.tmp")
     nbformat.write(notebook, tmp)
     tmp.replace(path)  # never a half-written notebook
