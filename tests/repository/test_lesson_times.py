@@ -4,7 +4,8 @@
 it ran on into the notebook's metadata (``timed_run``), leaving the stored outputs as they are.
 The README's lesson table and the how-to-run page's quote that time, rounded by :func:`runs_in`,
 for the conditions both pages state: one thread, PyTorch's vector kernels off
-(``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``).
+(``ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1``). The run also records a digest of the code it
+ran: a lesson whose code changed since is timed again before its time is quoted.
 """
 
 import json
@@ -12,7 +13,10 @@ import math
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
+
+from conftest import tool_script
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME = "ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 python tools/scripts/execute.py --time"
@@ -60,6 +64,14 @@ def test_each_lesson_was_timed_as_the_tables_say(lesson):
     assert (run["cpu_threads"], run["cpu_capability"]) == (1, "DEFAULT"), (
         f"{lesson.name} was timed on {run['cpu_threads']} threads with {run['cpu_capability']} kernels: "
         f"time it with {TIME} notebooks/{lesson.name}"
+    )
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_each_lesson_was_timed_with_the_code_it_has_now(lesson):
+    digest = tool_script("execute").code_digest(nbformat.read(lesson, as_version=4))
+    assert timed_run(lesson).get("code_sha256") == digest, (
+        f"{lesson.name}'s code changed since its timed run: time it again with {TIME} notebooks/{lesson.name}"
     )
 
 

@@ -16,10 +16,12 @@ Prints the wall time of each lesson.
 
 With ``--time``, the lesson runs top to bottom as above but its outputs are left as they are:
 only its wall time and what it ran on (the cores, and ``environment()``: CPU, threads, vector
-instructions, PyTorch, commit) are written into the notebook's metadata, ``timed_run``. The
+instructions, PyTorch, commit) and a digest of its code cells are written into the notebook's
+metadata, ``timed_run``. The
 README's and how-to-run's lesson tables quote that time for one core without vector kernels, so
 ``--time`` runs only under the command above (the lesson's kernel inherits those settings), and
-tests/repository/test_lesson_times.py checks the tables against the metadata. The stored outputs
+tests/repository/test_lesson_times.py checks the tables against the metadata, and the digest
+against the lesson's code: a lesson whose code changed is timed again. The stored outputs
 come from a run at the machine's full speed: under the emulation a lesson's timings print other
 numbers, which the prose around them does not describe.
 """
@@ -27,6 +29,7 @@ numbers, which the prose around them does not describe.
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import sys
 import time
@@ -38,6 +41,12 @@ from nbclient import NotebookClient
 from nbval.plugin import coalesce_streams
 
 from transformer_lib.utils import environment
+
+
+def code_digest(notebook: nbformat.NotebookNode) -> str:
+    """A SHA-256 of the lesson's code cells, in order: which code a timed run ran."""
+    code = "\n\0\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
 
 
 def execute(path: Path, only_tag: str | None = None, time_only: bool = False) -> float:
@@ -56,7 +65,8 @@ def execute(path: Path, only_tag: str | None = None, time_only: bool = False) ->
     elapsed = time.perf_counter() - start
     if time_only:  # the file as it is now, outputs untouched: only the metadata changes
         notebook = nbformat.read(path, as_version=4)
-        notebook.metadata["timed_run"] = {"seconds": round(elapsed, 1), "cpu_count": os.cpu_count(), **env}
+        timed = {"seconds": round(elapsed, 1), "cpu_count": os.cpu_count(), "code_sha256": code_digest(run), **env}
+        notebook.metadata["timed_run"] = timed
     else:
         for cell in notebook.cells:
             if cell.cell_type == "code":
