@@ -574,3 +574,18 @@ def test_gradescope_grades_the_zip_handed_in_or_the_notebook_with_its_files(tmp_
     assert sorted(zipfile.ZipFile(packed).namelist()) == ["a6.ipynb", "translations.de-en.txt"]
     (handed / "copy.ipynb").write_text("{}", encoding="utf-8")
     assert "2 notebooks" in gradescope.submission_file(handed, scratch)
+
+
+def test_the_capstone_quotes_lesson_11s_cpu_recipe_as_its_records_score_it():
+    """The capstone's score to aim at is lesson 11's: the mean test BLEU of the CPU recipe's seeds at 20 minutes."""
+    master = nbformat.read(ROOT / "assignments" / "a6_capstone" / "a6_capstone.ipynb", as_version=4)
+    text = " ".join(" ".join(cell.source for cell in master.cells if cell.cell_type == "markdown").split())
+    stated = re.search(
+        r"Lesson 11's recipe scored ([\d.]+) cased sacreBLEU on average over (\w+) runs of (\d+) minutes", text
+    )
+    assert stated, "the capstone no longer quotes lesson 11's recipe in the sentence this test reads"
+    with contextlib.redirect_stdout(io.StringIO()):  # the reader prints the lesson's table
+        recipes = records.cpu_recipes(ROOT / "results" / "multi30k" / "cpu")
+    minutes = int(stated.group(3))
+    seeds = len(recipes.recipe_runs["de→en"])
+    assert stated.groups() == (f"{recipes.curves['de→en'][minutes].test:.1f}", {3: "three"}.get(seeds), str(minutes))
