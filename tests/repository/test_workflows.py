@@ -4,6 +4,8 @@
 and sdist; these tests check what the schema cannot: which commands each workflow runs.
 """
 
+import ast
+import itertools
 import re
 import subprocess
 import sys
@@ -181,3 +183,77 @@ def test_downloads_are_cached_under_the_packages_cache_folder(name):
     flow = workflow(name)
     caches = [s for job in flow["jobs"].values() for s in job["steps"] if s.get("uses", "").startswith("actions/cache")]
     assert caches and all(s["with"]["path"] == "~/.cache/transformer_lib" for s in caches)
+
+
+# The import name of each third-party module a .ci script needs, and the package pip installs it from
+DISTRIBUTIONS = {"yaml": "pyyaml"}
+
+
+def ci_imports(name: str, seen: frozenset = frozenset()) -> set[str]:
+    """The third-party modules ``.ci/NAME.py`` imports at its top, with those of the .ci modules it imports."""
+    tree = ast.parse((ROOT / ".ci" / f"{name}.py").read_text(encoding="utf-8"))
+    found = set()
+    for node in tree.body:
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module]
+        for module in (m.split(".")[0] for m in modules):
+            if (ROOT / ".ci" / f"{module}.py").is_file() and module not in seen:
+                found |= ci_imports(module, seen | {name})
+            elif module not in sys.stdlib_module_names and module != "__future__":
+                found.add(module)
+    return found
+
+
+def installed_before_each_ci_script(job: dict) -> list[tuple[str, set[str], set[str] | None]]:
+    """Each ``python .ci/X.py`` of a job's steps: (X, what it imports, what pip installed before it;
+    None after ``pip install -r requirements.txt``, which installs everything)."""
+    installed: set[str] | None = set()
+    found = []
+    for step in job.get("steps", []):
+        for line in step.get("run", "").replace("&&", "\n").splitlines():
+            words = line.split()
+            if words[:2] == ["pip", "install"] and installed is not None:
+                if "-r" in words:
+                    installed = None
+                else:  # names, not options or an option's value
+                    values = {w for a, w in itertools.pairwise(words) if a.startswith("--") and not w.startswith("-")}
+                    installed |= {w.split("=")[0].lower() for w in words[2:] if not w.startswith("-")} - values
+            match = re.match(r"python \.ci/(\w+)\.py", line.strip())
+            if match:
+                found.append(
+                    (match.group(1), ci_imports(match.group(1)), None if installed is None else set(installed))
+                )
+    return found
+
+
+def test_each_ci_script_a_workflow_runs_has_its_modules_installed_before_it():
+    """A fresh runner's Python has no PyYAML: a step that runs a .ci script installs what it imports first."""
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for job_name, job in workflow(path.name)["jobs"].items():
+            for script, imports, installed in installed_before_each_ci_script(job):
+                if installed is None:
+                    continue
+                missing = {DISTRIBUTIONS.get(m, m) for m in imports} - installed
+                assert not missing, (
+                    f"{path.name}, job {job_name}: .ci/{script}.py imports {sorted(missing)} not installed yet"
+                )
+
+
+def test_the_install_check_reads_pip_lines_as_pip_does():
+    job = {
+        "steps": [
+            {"run": "python .ci/repository.py expect x"},
+            {"run": "pip install pyyaml && python .ci/release.py check v1"},
+        ]
+    }
+    assert installed_before_each_ci_script(job) == [("repository", {"yaml"}, set()), ("release", {"yaml"}, {"pyyaml"})]
+    job = {
+        "steps": [
+            {
+                "run": "pip install torch==2.13.0 --index-url https://x\n"
+                "pip install -r requirements.txt\npython .ci/pdf.py a"
+            }
+        ]
+    }
+    assert installed_before_each_ci_script(job)[0][2] is None
