@@ -1,7 +1,7 @@
 """The package's tests on the oldest and newest PyTorch and Python it supports; run before each release.
 
     python .ci/matrix.py                 # every entry below, then write results/matrix.json
-    python .ci/matrix.py 3.10-2.5.1      # one entry (PYTHON-TORCH)
+    python .ci/matrix.py 3.10-2.6.0      # one entry (PYTHON-TORCH)
 
 CI runs one environment (Python 3.11, PyTorch 2.13's small CPU build). PyPI offers other PyTorch
 releases for Linux only as CUDA builds of several gigabytes, and those cost minutes to install,

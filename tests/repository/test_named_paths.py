@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TEXT = (".md", ".py", ".yaml", ".yml", ".ipynb", ".toml", ".cfg", ".txt", ".js", ".sh")
+TEXT = (".md", ".py", ".yaml", ".yml", ".ipynb", ".toml", ".cfg", ".txt", ".js", ".sh", ".css", ".cff", ".gitignore")
 LEFT_OUT = ("CHANGELOG.md", "results/", "tests/")
 CODE_PATH = re.compile(
     r"(?<![\w./-])("

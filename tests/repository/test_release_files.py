@@ -165,7 +165,7 @@ def test_the_readmes_command_2_time_is_its_record():
 
 
 def test_the_how_to_run_page_states_the_commands_timings_as_recorded():
-    """The page's timing section: command 1's record and every other run of command 2, as .ci/ recorded them."""
+    """The timing section: command 1's record and every other run of command 2, as tools/scripts/ recorded them."""
     page = " ".join((ROOT / "book" / "how_to_run.md").read_text(encoding="utf-8").split())
     commands = ROOT / "results" / "commands"
     command1 = json.loads((commands / "command1_python3.10.json").read_text(encoding="utf-8"))

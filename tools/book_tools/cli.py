@@ -87,7 +87,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", help="write points per question and submission to this CSV file")
     p.add_argument("--timeout", type=int, default=900, help="seconds one submission may take to grade (default 900)")
     p.set_defaults(run=cmd_grade)
-    p = sub.add_parser("sweep", help="train the runs of a sweep file side by side, then pack their records")
+    p = sub.add_parser("sweep", help="train the runs of a sweep file side by side (--archive: then pack their records)")
     p.add_argument("file", help="the sweep file (YAML: common sections and runs)")
     p.add_argument("--out", required=True, help="folder for the sweep's run folders")
     p.add_argument("--jobs", type=int, default=8, help="runs trained at the same time (default 8)")
