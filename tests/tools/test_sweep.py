@@ -119,7 +119,8 @@ def test_round3_changes_only_precision_seed_and_time_of_the_shipped_recipe(tmp_p
 
 
 def test_round4_changes_only_graphs_padding_seed_and_length_of_the_shipped_recipe(tmp_path):
-    """Round 4's check and seeds train the packaged recipe with CUDA graphs and lengths padded to 8; nothing else."""
+    """Round 4's check and seeds train the packaged recipe with CUDA graphs and lengths padded to 8; nothing else
+    (the check also scores val only, with its last weights)."""
     from transformer_lib.training.run_config import config_path
 
     for name in ("check", "seeds"):
@@ -129,6 +130,8 @@ def test_round4_changes_only_graphs_padding_seed_and_length_of_the_shipped_recip
             assert config["task"] == {**shipped["task"], "pad_multiple": 8}, run
             for section in ("data", "model", "decoding"):
                 assert config[section] == shipped[section], (run, section)
+            check = {"splits": ["val"], "average_last": 1}  # the check scores val only, with the last weights
+            assert config["evaluation"] == {**shipped["evaluation"], **(check if name == "check" else {})}, run
             training, before = config["training"], shipped["training"]
             changed = {k for k in set(training) | set(before) if training.get(k) != before.get(k)}
             allowed = {"cuda_graphs", "precision", "progress", "seed"}
