@@ -6,7 +6,8 @@ Run it from the environment command 1 made (it needs pytest, nbval, Chromium's d
 book's toolchain). Clones this repository's committed state into a temporary folder, builds the
 site there (command 1's second half, not timed: the browser tests read it), then runs command 2,
 ``pytest -n 2 --dist loadfile``, with ``--durations=0`` added so that pytest reports each test's
-time. The clone's own package is the one imported, by the tests and the lessons' kernels alike.
+time. The clone's own packages (the library and the tools) are the ones imported, by the tests and
+the lessons' kernels alike.
 Prints and (with ``--out``) writes: the wall-clock seconds, the tests passed and skipped, the
 seconds each file took (lessons and test files), the share of the machine's CPU time spent
 working while it ran (Linux), whether torch.compile's disk cache already held kernels, the Python,
@@ -83,8 +84,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         clone = Path(scratch) / "book"
         clone_to(clone)
-        # The clone's package first on the path: an editable install would otherwise import this checkout's.
-        env = {**os.environ, "PYTHONPATH": str(clone), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        # The clone's packages first on the path (the library, and the tools in tools/): editable installs
+        # would otherwise import this checkout's.
+        path = os.pathsep.join([str(clone), str(clone / "tools")])
+        env = {**os.environ, "PYTHONPATH": path, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
         env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(scratch) / "torchinductor"))  # empty: a new machine's
         python_version, torch_version = versions(sys.executable, clone, clone / "notebooks", env)  # as a lesson
         timed([str(bin_dir / "jupyter-book"), "build", ".", "-W", "-n", "--keep-going"], clone, env)  # not timed
