@@ -637,7 +637,8 @@ def decoder_layer() -> Figure:
     )
     cx = 450
     f.heading(30, 34, DecoderLayer.__name__)
-    f.text(30, 54, "post-norm, as in the paper", size=13, anchor="start", fill=MUTED)
+    f.text(30, 54, "post-norm, as in the paper: x = LayerNorm(x + Dropout(Sublayer(x)))", size=13, anchor="start",
+           fill=MUTED)  # fmt: skip
     parts = [
         ("attn", "masked multi-head self-attention", "self_attn, with the causal mask"),
         ("+", "", None),
@@ -888,8 +889,10 @@ def beam_columns(tree: tuple = BEAM_TREE, width: int = BEAM_WIDTH, steps: int = 
 
     Each node is a dict: ``token``, ``score`` (the sum of log-probabilities from the root), ``parent``,
     ``children`` (the tree's), ``rank`` among its column's scores (1 is best) and ``kept`` (rank <= width).
-    Only kept hypotheses that have not ended with <eos> are extended; a finished one stays in the beam
-    unchanged, as ``transformer_lib.decoding.beam_search`` keeps it, so it is drawn once, at its step.
+    Only kept hypotheses that have not ended with <eos> are extended. In
+    ``transformer_lib.decoding.beam_search`` a finished one keeps its score and competes with the
+    extensions for a place in the beam; this tree ends every hypothesis at its last step, so a finished
+    one is drawn once, at its step, and never has to compete.
     """
     root = {"token": tree[0], "score": 0.0, "children": tree[2], "parent": None, "rank": 1, "kept": True}
     columns = [[root]]
@@ -1022,7 +1025,7 @@ def beam_search() -> Figure:
     f.key(30, ly, 22, 16, *KINDS["attn"], "kept in the beam (1st, 2nd)")
     f.key(250, ly, 22, 16, *KINDS["data"], f"pruned: not among the {BEAM_WIDTH} best", opacity="0.45",
           stroke_dasharray="4 3")  # fmt: skip
-    f.key(500, ly, 22, 16, *KINDS["ffn"], f"finished: ends with {EOS}, stays in the beam")
+    f.key(500, ly, 22, 16, *KINDS["ffn"], f"finished: ends with {EOS}, keeps its score")
     f.arrow((30, ly + 38), (52, ly + 38), colour=winner_colour, width=2.6)
     f.text(
         60,
@@ -1219,12 +1222,23 @@ def cuda_graph() -> Figure:
         "Two timelines of the same step, time running to the right. Above, the CPU launches each small kernel in "
         "turn and the GPU runs each one as soon as it is launched, so the GPU idles between kernels and the step ends "
         "late. Below, the CPU replays the model's recorded forward pass with one launch, launches the loss, replays "
-        "the recorded backward pass with one launch, and launches the gradient clipping and the optimizer's update "
-        "one by one. The GPU runs each graph's kernels back to back, so the step ends earlier.",
+        "the recorded backward pass with one launch, and launches the gradients' scaling, their clipping and the "
+        "optimizer's update one by one. The GPU runs each graph's kernels back to back, so the step ends earlier.",
     )
     f.heading(30, 34, "Launching kernels one by one, or replaying the model's passes as CUDA graphs")
     f.text(30, 54, "a small model's step: the GPU waits for the CPU's launches", size=13, anchor="start", fill=MUTED)
-    kernels, launch, gap, run = 8, 40, 6, 18
+    launch, gap, run = 40, 6, 18
+    # (CPU label, CPU width, GPU kernels it starts): a graph's replay starts all of its pass's kernels;
+    # "scale" multiplies the gradients by the step's scale (the optimizer's apply)
+    launches = [
+        ("forward", 64, 3),
+        ("loss", launch, 1),
+        ("backward", 72, 3),
+        ("scale", launch, 1),
+        ("clip", launch, 1),
+        ("Adam", launch, 1),
+    ]
+    kernels = sum(count for _, _, count in launches)  # one by one, each its own launch
     x0, lane = 150, 30
     cpu, gpu = KINDS["attn"], KINDS["ffn"]
 
@@ -1247,8 +1261,6 @@ def cuda_graph() -> Figure:
 
     bottom = 260
     lanes(bottom, "the model's forward and backward passes replayed as CUDA graphs")
-    # (CPU label, CPU width, GPU kernels it starts): a graph's replay starts all of its pass's kernels
-    launches = [("forward", 64, 3), ("loss", launch, 1), ("backward", 72, 3), ("clip", launch, 1), ("Adam", launch, 1)]
     cpu_x = gpu_x = x0
     for label, width, count in launches:
         f.rect(cpu_x, bottom, width, lane, *cpu, rx=3)
@@ -1396,6 +1408,8 @@ def book_map() -> Figure:
             f.text(box.cx + 12, box.cy + 15, sub, size=12, fill=MUTED)
         elif label:
             f.centred_text(box.cx + 12, box.cy, label, size=14, weight="bold")
+        else:  # a frame around another part: its title at the top-left, beside the badge
+            f.text(box.x + 44, box.y + 25, title, size=14, anchor="start", weight="bold")
         badge(box.x + 20, box.y + (box.h / 2 if label else 22), number)
         f.end_link()
 
@@ -1436,9 +1450,9 @@ def book_map() -> Figure:
     enc = Box(60, 300 + d, 370, 210)
     part_frame(f, "06", enc, "Encoder  (× N)", badge)
     f.box(90, 346 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
+    f.end_link()
     mha = Box(90, 402 + d, 310, 96)
     part("05", mha, "attn", "", title="Multi-head attention")
-    f.text(mha.x + 44, mha.y + 25, "Multi-head attention", size=14, anchor="start", weight="bold")
     part("04", Box(130, 438 + d, 250, 48), "linear", "Attention", "softmax(QKᵀ/√d_k) V", title="Attention")
     # the decoder
     dec = Box(470, 240 + d, 370, 270)
@@ -1448,6 +1462,7 @@ def book_map() -> Figure:
         500, 346 + d, 310, 52, "cross-attention", "attn", size=13, sub="Q from the decoder, K and V from memory"
     )
     f.box(500, 418 + d, 310, 52, "masked self-attention", "attn", size=13, sub="no looking ahead")
+    f.end_link()
     # how they connect
     f.arrow((245, enc.top), (245, 270 + d), (450, 270 + d), (450, cross.cy), (cross.left, cross.cy))
     f.text(255, 262 + d, "memory", size=12, anchor="start", fill=MUTED)
@@ -1461,7 +1476,14 @@ def book_map() -> Figure:
     f.arrow((245, emb.top), (245, enc.bottom))
     f.arrow((655, emb.top), (655, dec.bottom))
     tokens = Box(60, 620 + d, 780, 54)
-    part("02", tokens, "data", "Tokens", "\u201cEin Hund rennt.\u201d → subword ids, and back", title="Tokens")
+    part(
+        "02",
+        tokens,
+        "data",
+        "Tokens",
+        "\u201cZwei Hunde spielen im Schnee.\u201d → subword ids, and back",
+        title="Tokens",
+    )
     f.arrow((245, tokens.top), (245, emb.bottom))
     f.arrow((655, tokens.top), (655, emb.bottom))
     start = Box(60, 710 + d, 780, 54)
@@ -1471,7 +1493,8 @@ def book_map() -> Figure:
 
 
 def part_frame(f: Figure, number: str, box: Box, label: str, badge: Callable[[float, float, str], None]) -> None:
-    """A linked frame (a stack of layers) with its lesson's badge and name at its top-left corner."""
+    """A linked frame (a stack of layers) with its lesson's badge and name at its top-left corner. The link
+    stays open: the caller draws the frame's own sub-layers in it, then ends it."""
     f.link(lesson_url(number), f"{lesson_name(number)}: the {label.split()[0].lower()}")
     f.add(
         f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
@@ -1479,7 +1502,6 @@ def part_frame(f: Figure, number: str, box: Box, label: str, badge: Callable[[fl
     )
     badge(box.x + 22, box.y + 22, number)
     f.text(box.x + 44, box.y + 27, label, size=15, anchor="start", weight="bold")
-    f.end_link()
 
 
 DIAGRAMS = [

@@ -104,6 +104,21 @@ def test_the_map_links_each_part_to_a_lesson_that_exists():
         assert any((t.text or "").strip() == badge for t in a.iter(f"{SVG}text")), a.get("href")
 
 
+def test_every_part_of_the_map_is_in_a_link():
+    """A click on any box or label of a part opens its lesson: only the heading, the line under it and
+    the arrow's label lie outside the links (a label outside would take the click and go nowhere)."""
+    root = ET.parse(FIGURES / "book_map.svg").getroot()
+    linked = {id(e) for a in root.iter(f"{SVG}a") for e in a.iter()}
+    loose = ["".join(t.itertext()) for t in root.iter(f"{SVG}text") if id(t) not in linked]
+    assert loose == [
+        "The map of the book",
+        "the Transformer drawn once: click a part to open the lesson that builds it",
+        "memory",
+    ]
+    boxes = [r for r in root.iter(f"{SVG}rect") if float(r.get("width")) < 899]  # all but the background
+    assert all(id(r) in linked for r in boxes), [r.attrib for r in boxes if id(r) not in linked]
+
+
 def test_the_map_reaches_every_lesson_and_the_appendix():
     root = ET.parse(FIGURES / "book_map.svg").getroot()
     linked = {a.get("href").split("/")[-1].removesuffix(".html") for a in root.iter(f"{SVG}a")}
@@ -275,7 +290,7 @@ def test_the_kv_cache_diagram_says_where_each_new_key_and_value_comes_from():
 
 def independent_beam(tree, width, steps):
     """Beam search over the figure's tree, written again here: [(tokens, score, rank)] per step, and the
-    final beam. A hypothesis ending with <eos> stays in the beam unchanged."""
+    final beam. A hypothesis ending with <eos> keeps its score and competes for a place, as beam_search's does."""
     eos = "<eos>"
     beam = [((), 0.0, tree[2])]
     history = []
