@@ -10,8 +10,8 @@ it instead of writing it again. The folders follow the book:
   modules as independent references (``reference``), and what they all share (``errors``,
   ``files``, ``versions``, ``utils``);
 * ``training/``: lesson 9's loop and its parts: the tasks, the schedules, the precision, the
-  update, the progress bar, the run's folder, several processes and a run's YAML config
-  (packaged configs in ``configs/``, a data folder);
+  update, the progress bar, the resume state, several processes and a run's YAML config (the
+  packaged configs are in ``configs/``; a run's folder is ``checkpoint``'s);
 * ``family/``: lesson 13's BERT, GPT and Vision Transformer, built from the same layers;
 * ``cli/``: training runs from the command line (lesson 11): train, evaluate, translate, score;
 * ``coursework/``: the exercises' checks, the quizzes, and the helpers the assignments' tests use;

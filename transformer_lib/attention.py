@@ -1,7 +1,7 @@
 """Scaled dot-product attention and multi-head attention (lessons 4 and 5; section 3.2).
 
 Mask convention, everywhere in this package: a **boolean** tensor, ``True`` where a query may
-attend to a key, broadcastable to ``(batch, heads, q_len, k_len)``. This is the convention of
+attend to a key, with four dimensions, each 1 or the size of ``(batch, heads, q_len, k_len)``. This is the convention of
 ``torch.nn.functional.scaled_dot_product_attention``, and the opposite of
 ``nn.MultiheadAttention``'s ``key_padding_mask``. Every query must be allowed at least one key.
 
@@ -177,7 +177,8 @@ def sliding_window_mask(n: int, window: int, device: torch.device | str | None =
 
 
 def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int) -> None:
-    """Raise a clear error unless ``mask`` is boolean and broadcastable to (batch, heads, q_len, k_len)."""
+    """Raise a clear error unless ``mask`` is boolean with four dimensions, each 1 or the size of
+    (batch, heads, q_len, k_len): the shapes :func:`padding_mask` and :func:`causal_mask` build."""
     if mask.dtype != torch.bool:
         raise InvalidType(
             f"attention masks must be boolean (True = may attend), got {mask.dtype}; "
@@ -200,7 +201,8 @@ def scaled_dot_product_attention(
     query (..., q_len, d_k), key (..., k_len, d_k), value (..., k_len, d_v), mask broadcastable
     to (..., q_len, k_len). Returns the output (..., q_len, d_v) and the weights
     (..., q_len, k_len), whose rows sum to 1 and are 0 wherever the mask is False (a row the
-    mask leaves empty is all 0, as in ``F.scaled_dot_product_attention``).
+    mask leaves empty is all 0, as in ``F.scaled_dot_product_attention``). With ``dropout_p``, the
+    weights returned are the ones used: dropped to 0 at random and the rest scaled by 1 / (1 - p).
     """
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
     if mask is not None:

@@ -97,9 +97,10 @@ def token_batches(
 
     ``size(example)`` is the token slots one example needs: :func:`example_size` for sentence
     pairs, ``len`` for single sequences (lesson 13's language models). Every example appears in
-    exactly one batch. Examples are sorted by size (ties broken at random with ``seed``), cut
-    greedily, and the batches shuffled with ``seed``; the same seed gives the same batches,
-    which is what makes resuming exact.
+    exactly one batch. Examples are sorted by size and cut greedily. With ``shuffle``, ties are
+    broken at random and the batches shuffled, both with ``seed``; without, ties keep their order
+    and the batches their sizes' order. The same seed gives the same batches, which is what makes
+    resuming exact.
     """
     rng = random.Random(seed)
     sizes = [size(e) for e in examples]

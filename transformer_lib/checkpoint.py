@@ -210,7 +210,8 @@ class Checkpoint:
     def half(self) -> Checkpoint:
         """The weights in fp16 with the model's config and run record only (no training state).
 
-        Half the size of fp32 weights and a quarter of a full checkpoint; the model loads it as usual
+        Half the size of fp32 weights, and smaller still beside a full checkpoint, which also holds Adam's
+        two moments for every weight; the model loads it as usual
         (``load_state_dict`` casts back to the model's dtype). Tied weights stay one tensor.
         """
         halves: dict[int, Tensor] = {}  # one tensor under several names stays one tensor

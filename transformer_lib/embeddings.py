@@ -44,7 +44,7 @@ def reading_back_is_forbidden() -> bool:
 
 
 def check_token_ids(tokens: Tensor, vocab_size: int) -> None:
-    """Raise a clear error for a non-integer tensor or an id outside ``[0, vocab_size)``."""
+    """Raise a clear error for ids that are not int64 or int32, or an id outside ``[0, vocab_size)``."""
     if tokens.dtype not in (torch.int64, torch.int32):
         raise InvalidType(f"token ids must be an integer tensor (torch.long), got {tokens.dtype}")
     if reading_back_is_forbidden():

@@ -2,7 +2,8 @@
 
 A crash, a full disk or Ctrl-C in the middle of a write leaves the old file (or none), never a
 truncated one: ``os.replace`` within one folder is atomic. Checkpoints, tokenizers, downloads
-and every file of a run folder go through :func:`atomic_path`.
+and every file a run folder writes whole go through :func:`atomic_path`; its ``metrics.csv`` and
+``log.txt`` grow a line at a time (a resumed run cuts ``metrics.csv`` back atomically).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """BLEU, the standard score of machine translation (lesson 10), through sacreBLEU.
 
-Two variants, because the literature reports two:
+Three variants, because the literature reports all three:
 
 * :func:`sacrebleu_score`: **cased, detokenized sacreBLEU**, the reproducible standard (Post, 2018):
   ``sacrebleu.corpus_bleu(hypotheses, [references])`` with its defaults (13a tokenization,
@@ -10,7 +10,7 @@ Two variants, because the literature reports two:
   with the same 13a tokenizer.
 * :func:`moses_bleu`: the papers' exact protocol (Wu et al., 2021 among them): text lowercased and
   tokenized by Moses' tokenizer (``sacremoses``), then BLEU-4 on the tokens. Moses also splits
-  off apostrophes ("man 's") and hyphens, which 13a does not; the two differ by a few tenths.
+  off apostrophes ("man 's"), which 13a does not; the two differ by a few tenths.
 
 All return BLEU on sacreBLEU's 0 to 100 scale.
 """

@@ -204,10 +204,10 @@ def speed_record(folder: str | os.PathLike, name: str) -> dict:
 
 
 def recipe_summary(run: str | os.PathLike) -> str:
-    """The recipe the run folder ``run`` recorded in its ``config.yaml``, in five lines for a reader.
+    """The recipe the run folder ``run`` recorded in its ``config.yaml``, in five entries for a reader.
 
     The model's shape, the vocabulary, the batches, the learning-rate schedule with its peak
-    (lr_factor · d_model^-0.5 · warmup^-0.5) and how the final model is chosen and decoded.
+    (lr_factor · d_model^-0.5 · warmup^-0.5) and budget, and how the final model is chosen and decoded.
     """
     from transformer_lib.training.run_config import load_config  # the records' reader needs no YAML otherwise
     from transformer_lib.training.schedules import noam_lr
@@ -215,6 +215,13 @@ def recipe_summary(run: str | os.PathLike) -> str:
     config = load_config(str(Path(run) / "config.yaml"))
     m, t = config.model, config.training
     peak = noam_lr(t.warmup, m.d_model, t.warmup, t.lr_factor)  # the rate at the end of the warm-up
+    after = {
+        "noam": "then 1/sqrt(step)",
+        "time_linear": "times a line falling to 0 at the time budget",
+        "cooldown": f"then 1/sqrt(step), falling to 0 over the last {t.cooldown:.0%} of the budget",
+    }[t.schedule]
+    budget = [f"{t.max_steps:,} updates"] if t.max_steps is not None else []
+    budget += [f"{t.max_minutes} minutes"] if t.max_minutes is not None else []
     return "\n".join(
         (
             f"model: {m.n_layers}+{m.n_layers} layers, d_model {m.d_model}, d_ff {m.d_ff}, "
@@ -224,7 +231,7 @@ def recipe_summary(run: str | os.PathLike) -> str:
             "learned from the training split only",
             f"batches: {config.task.max_tokens:,} token slots, label smoothing {config.task.label_smoothing}",
             f"schedule: warm-up {t.warmup:,} steps to a peak learning rate of {peak:.4f}, "
-            f"then 1/sqrt(step);\n          at most {t.max_steps:,} updates or {t.max_minutes} minutes",
+            f"{after};\n          at most {' or '.join(budget) or f'{t.epochs} epochs'}",
             f"evaluation: the mean of the last {config.evaluation.average_last} checkpoints, "
             f"beam {config.decoding.beam_size}, length penalty {config.decoding.alpha}",
         )

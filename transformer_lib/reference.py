@@ -56,7 +56,7 @@ def _copy_layer(
 
 @torch.no_grad()
 def torch_encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
-    """An ``nn.TransformerEncoderLayer`` (ReLU, no dropout) with the weights of ``ours``."""
+    """An ``nn.TransformerEncoderLayer`` (the same activation, no dropout) with the weights of ``ours``."""
     ref = nn.TransformerEncoderLayer(**_layer_settings(ours))
     _copy_layer(ref, ours)
     return ref.to(ours.feed_forward.linear1.weight.dtype)
@@ -64,7 +64,7 @@ def torch_encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
 
 @torch.no_grad()
 def torch_decoder_layer(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
-    """An ``nn.TransformerDecoderLayer`` (ReLU, no dropout) with the weights of ``ours``."""
+    """An ``nn.TransformerDecoderLayer`` (the same activation, no dropout) with the weights of ``ours``."""
     ref = nn.TransformerDecoderLayer(**_layer_settings(ours))
     _copy_layer(ref, ours)
     ref.multihead_attn = torch_multihead_attention(ours.cross_attn)

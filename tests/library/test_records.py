@@ -4,9 +4,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from transformer_lib.errors import MissingFile
-from transformer_lib.records import read_bytes, read_text
+from transformer_lib.records import read_bytes, read_text, recipe_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = ROOT / "results" / "multi30k"
@@ -90,3 +91,13 @@ def test_the_cpu_recipes_read_as_the_lesson_and_its_appendix_read_them(capsys):
     assert f"one run of 40 minutes: {recipes.forty['step']:,} updates" in capsys.readouterr().out
     record = speed_record(RECORDS / "cpu" / "speed", "positions")
     assert record["rates"] == {row["variant"]: row["updates_per_s"] for row in record["rows"]}
+
+
+def test_the_recipe_summary_says_the_schedule_and_budget_the_run_recorded():
+    """A run on the time-linear schedule with a time budget only (the CPU tuning's): no 1/sqrt(step), no step count."""
+    run = ROOT / "results" / "multi30k" / "cpu" / "tuning" / "time_linear" / "de_en-time_linear-seed0"
+    training = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))["training"]
+    assert (training["schedule"], training["max_steps"]) == ("time_linear", None)
+    summary = recipe_summary(run)
+    assert "times a line falling to 0 at the time budget" in summary and "1/sqrt" not in summary
+    assert f"at most {training['max_minutes']} minutes\n" in summary

@@ -10,7 +10,7 @@ For example::
 
 A training run writes one folder: the resolved config, the environment (versions, device, git
 commit), the tokenizer, the metrics over time (``metrics.csv``), a log, the checkpoint, the final
-scores (``scores.json``) and the hypotheses of each evaluated split. It needs only PyTorch,
+scores (``scores.json``) and the hypotheses of each evaluated split. It needs only PyTorch, NumPy,
 sentencepiece, sacrebleu, tqdm and PyYAML, and runs from a source checkout (``PYTHONPATH=.``).
 This module holds the parser and ``main``; the commands' bodies are in
 :mod:`~transformer_lib.cli.commands`, a run's config in :mod:`~transformer_lib.training.run_config`,

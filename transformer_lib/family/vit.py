@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from transformer_lib.config import check_heads
 from transformer_lib.embeddings import LearnedPositionalEncoding
 from transformer_lib.errors import InvalidValue, check_fields
 from transformer_lib.layers import Encoder
@@ -37,8 +38,7 @@ class ViTConfig:
         check_fields(self)
         if self.image_size % self.patch_size:
             raise InvalidValue(f"patch_size={self.patch_size} must divide image_size={self.image_size}")
-        if self.d_model % self.n_heads:
-            raise InvalidValue(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        check_heads(self.d_model, self.n_heads)
 
     @property
     def n_patches(self) -> int:
