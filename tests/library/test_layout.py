@@ -7,6 +7,8 @@ book's tools are there; the library never imports the tools.
 """
 
 import ast
+import importlib
+import inspect
 import json
 import re
 import subprocess
@@ -118,6 +120,56 @@ def test_every_module_says_what_it_is_for(path):
     assert docstring, f"{path.name} has no docstring"
     first = docstring.splitlines()[0]
     assert first.rstrip().endswith((".", ":")) and len(first) <= 120, f"{path.name}: {first!r}"
+
+
+REFERENCE = re.compile(r":(?:mod|func|class|meth|attr|exc):`~?([\w.]+)`")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def resolves(target: str, module) -> bool:
+    """Whether a docstring's cross-reference names something: a module (``.name`` relative to the
+    module's package), an attribute path from one, a name in the module, or a method of one of its classes."""
+    if target.startswith("."):
+        package = module.__name__ if module.__file__.endswith("__init__.py") else module.__name__.rpartition(".")[0]
+        target = package + target
+    parts = target.split(".")
+    for cut in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name, None)
+        if found is not None:
+            return True
+    found = module
+    for name in parts:
+        found = getattr(found, name, None)
+    classes = [c for _, c in inspect.getmembers(module, inspect.isclass) if c.__module__ == module.__name__]
+    return found is not None or any(hasattr(c, target) for c in classes)
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__main__.py")  # importing __main__ runs the CLI
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_cross_reference_in_a_docstring_names_something_that_exists(path):
+    """``:mod:`.grading``` after the module moved away is a sentence about nothing: each reference resolves."""
+    module = importlib.import_module(module_name(path))
+    targets = REFERENCE.findall(path.read_text(encoding="utf-8"))
+    missing = [t for t in targets if not resolves(t, module)]
+    assert not missing, f"{path.relative_to(PACKAGE)} names what does not exist: {missing}"
+
+
+def test_the_reference_check_finds_a_module_that_moved():
+    import transformer_lib.coursework as coursework
+
+    assert resolves(".quiz", coursework) and resolves("transformer_lib.checkpoint.Checkpoint.of", coursework)
+    assert not resolves(".grading", coursework) and not resolves("transformer_lib.training.run_folder", coursework)
 
 
 def test_the_parts_are_folders_and_the_package_docstring_maps_them():
