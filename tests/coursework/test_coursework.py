@@ -27,12 +27,21 @@ import yaml
 import transformer_lib
 from book_tools.cli import main as tools
 from book_tools.coursework import grader, grading, guard, variants
-from book_tools.coursework.checks import copies, globals_of, standing_in, translation_bleu, without
+from book_tools.coursework.checks import (
+    BLEU_CEILING,
+    REFERENCE_SHARE,
+    copies,
+    globals_of,
+    standing_in,
+    translation_bleu,
+    without,
+)
 from transformer_lib import records
 from transformer_lib.coursework import checks
 from transformer_lib.coursework.checks import Wrong, call, defined, list_of
 from transformer_lib.data import load_multi30k
 from transformer_lib.errors import InvalidValue
+from transformer_lib.training.run_config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MASTERS = grading.masters(ROOT / "assignments")
@@ -577,15 +586,30 @@ def test_gradescope_grades_the_zip_handed_in_or_the_notebook_with_its_files(tmp_
 
 
 def test_the_capstone_quotes_lesson_11s_cpu_recipe_as_its_records_score_it():
-    """The capstone's score to aim at is lesson 11's: the mean test BLEU of the CPU recipe's seeds at 20 minutes."""
+    """The capstone's score to aim at is lesson 11's: the mean test BLEU of the CPU recipe's seeds at 20 minutes,
+    with the decoding they were scored with and the one the recipe has now; its refusal rule is the grader's."""
     master = nbformat.read(ROOT / "assignments" / "a6_capstone" / "a6_capstone.ipynb", as_version=4)
     text = " ".join(" ".join(cell.source for cell in master.cells if cell.cell_type == "markdown").split())
     stated = re.search(
-        r"Lesson 11's recipe scored ([\d.]+) cased sacreBLEU on average over (\w+) runs of (\d+) minutes", text
+        r"Lesson 11's recipe scored ([\d.]+) cased sacreBLEU on average over (\w+) runs of (\d+) minutes .*?"
+        r"decoded with beam (\d+) and α ([\d.]+)\. The recipe now decodes with beam (\d+) and α ([\d.]+),",
+        text,
     )
     assert stated, "the capstone no longer quotes lesson 11's recipe in the sentence this test reads"
     with contextlib.redirect_stdout(io.StringIO()):  # the reader prints the lesson's table
         recipes = records.cpu_recipes(ROOT / "results" / "multi30k" / "cpu")
     minutes = int(stated.group(3))
-    seeds = len(recipes.recipe_runs["de→en"])
-    assert stated.groups() == (f"{recipes.curves['de→en'][minutes].test:.1f}", {3: "three"}.get(seeds), str(minutes))
+    seeds = records.seed_runs(recipes.recipe["de→en"])
+    scored = yaml.safe_load((seeds[0] / "config.yaml").read_text(encoding="utf-8"))["decoding"]
+    now = load_config("multi30k_de_en_cpu").decoding
+    assert stated.groups() == (
+        f"{recipes.curves['de→en'][minutes].test:.1f}",
+        {3: "three"}.get(len(seeds)),
+        str(minutes),
+        str(scored["beam_size"]),
+        str(scored["alpha"]),
+        str(now.beam_size),
+        str(now.alpha),
+    )
+    assert "more than a quarter of the lines" in text and REFERENCE_SHARE == 0.25
+    assert f"BLEU is above {BLEU_CEILING:g}" in text
