@@ -32,7 +32,7 @@ TRACKER = re.compile(rf"{TRACKER_NUMBERS}|\bsittings?\b|NOTES\.md|\bclosing note
 PROMISED_TIME = re.compile(  # a space in the words: any white space, a line break included
     (
         r"\b(?:half an? (?:minute|hour)|a minute or two|an? (?:few )?(?:more )?minutes?|a few (?:more )?seconds"
-        r"|(?:one|two|few|several) (?:seconds|minutes))\b"
+        r"|(?:one|two|three|four|five|six|seven|eight|nine|ten|few|several) (?:seconds|minutes))\b"
     ).replace(" ", r"\s+"),
     re.IGNORECASE,
 )
@@ -121,11 +121,12 @@ def test_the_time_rule_finds_what_it_is_for():
             "a few seconds a run",
             "a minute or two for the cell",
             "which takes a few more\nminutes",
+            "about seven minutes each",
             "Training takes 20 minutes per direction.",
             "a second head",
         )
     ]
-    assert found == [True, True, True, True, True, False, False]
+    assert found == [True, True, True, True, True, True, False, False]
 
 
 def test_the_sentence_splitter_counts_as_the_rule_says():
