@@ -1,7 +1,8 @@
 """Scaled dot-product attention and multi-head attention (lessons 4 and 5; section 3.2).
 
 Mask convention, everywhere in this package: a **boolean** tensor, ``True`` where a query may
-attend to a key, with four dimensions, each 1 or the size of ``(batch, heads, q_len, k_len)``. This is the convention of
+attend to a key, broadcastable to ``(batch, heads, q_len, k_len)`` (the attention layers take it with
+all four dimensions: :func:`check_mask`). This is the convention of
 ``torch.nn.functional.scaled_dot_product_attention``, and the opposite of
 ``nn.MultiheadAttention``'s ``key_padding_mask``. Every query must be allowed at least one key.
 
@@ -177,8 +178,9 @@ def sliding_window_mask(n: int, window: int, device: torch.device | str | None =
 
 
 def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int) -> None:
-    """Raise a clear error unless ``mask`` is boolean with four dimensions, each 1 or the size of
-    (batch, heads, q_len, k_len): the shapes :func:`padding_mask` and :func:`causal_mask` build."""
+    """Raise a clear error unless ``mask`` is boolean with four dimensions, the first and the last two each
+    1 or the size of batch, q_len and k_len (the shapes :func:`padding_mask` and :func:`causal_mask` build);
+    the heads' dimension is not checked here."""
     if mask.dtype != torch.bool:
         raise InvalidType(
             f"attention masks must be boolean (True = may attend), got {mask.dtype}; "

@@ -215,10 +215,12 @@ def recipe_summary(run: str | os.PathLike) -> str:
     config = load_config(str(Path(run) / "config.yaml"))
     m, t = config.model, config.training
     peak = noam_lr(t.warmup, m.d_model, t.warmup, t.lr_factor)  # the rate at the end of the warm-up
-    after = {
-        "noam": "then 1/sqrt(step)",
-        "time_linear": "times a line falling to 0 at the time budget",
-        "cooldown": f"then 1/sqrt(step), falling to 0 over the last {t.cooldown:.0%} of the budget",
+    warmup = f"warm-up {t.warmup:,} steps to a peak learning rate of {peak:.4f}"
+    schedule = {
+        "noam": f"{warmup}, then 1/sqrt(step)",
+        # the line falls from the first second, so the warm-up ends below the paper's peak
+        "time_linear": f"warm-up {t.warmup:,} steps towards {peak:.4f}, times a line falling to 0 at the time budget",
+        "cooldown": f"{warmup}, then 1/sqrt(step), falling to 0 over the last {t.cooldown:.0%} of the budget",
     }[t.schedule]
     budget = [f"{t.max_steps:,} updates"] if t.max_steps is not None else []
     budget += [f"{t.max_minutes} minutes"] if t.max_minutes is not None else []
@@ -230,8 +232,7 @@ def recipe_summary(run: str | os.PathLike) -> str:
             f"data: shared {config.data.tokenizer.upper()} vocabulary of {config.data.vocab_size:,}, "
             "learned from the training split only",
             f"batches: {config.task.max_tokens:,} token slots, label smoothing {config.task.label_smoothing}",
-            f"schedule: warm-up {t.warmup:,} steps to a peak learning rate of {peak:.4f}, "
-            f"{after};\n          at most {' or '.join(budget) or f'{t.epochs} epochs'}",
+            f"schedule: {schedule};\n          at most {' or '.join(budget) or f'{t.epochs} epochs'}",
             f"evaluation: the mean of the last {config.evaluation.average_last} checkpoints, "
             f"beam {config.decoding.beam_size}, length penalty {config.decoding.alpha}",
         )
