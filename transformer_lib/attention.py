@@ -2,7 +2,7 @@
 
 Mask convention, everywhere in this package: a **boolean** tensor, ``True`` where a query may
 attend to a key, broadcastable to ``(batch, heads, q_len, k_len)`` (the attention layers take it with
-all four dimensions: :func:`check_mask`). This is the convention of
+all four dimensions, each 1 or the full size: :func:`check_mask`). This is the convention of
 ``torch.nn.functional.scaled_dot_product_attention``, and the opposite of
 ``nn.MultiheadAttention``'s ``key_padding_mask``. Every query must be allowed at least one key.
 
@@ -177,20 +177,22 @@ def sliding_window_mask(n: int, window: int, device: torch.device | str | None =
     return ((distance >= 0) & (distance < window))[None, None]
 
 
-def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int) -> None:
-    """Raise a clear error unless ``mask`` is boolean with four dimensions, the first and the last two each
-    1 or the size of batch, q_len and k_len (the shapes :func:`padding_mask` and :func:`causal_mask` build);
-    the heads' dimension is not checked here."""
+def check_mask(mask: Tensor, batch: int, q_len: int, k_len: int, heads: int | None = None) -> None:
+    """Raise a clear error unless ``mask`` is boolean with four dimensions, each 1 or the size of
+    (batch, heads, q_len, k_len) (the shapes :func:`padding_mask` and :func:`causal_mask` build);
+    ``heads`` None: any number of heads."""
     if mask.dtype != torch.bool:
         raise InvalidType(
             f"attention masks must be boolean (True = may attend), got {mask.dtype}; "
             "build them with padding_mask() and causal_mask()"
         )
-    expected = (batch, mask.shape[1] if mask.dim() == 4 else 1, q_len, k_len)  # any number of heads
+    any_heads = mask.shape[1] if mask.dim() == 4 else 1
+    expected = (batch, any_heads if heads is None else heads, q_len, k_len)
     if mask.dim() != 4 or any(m not in (1, n) for m, n in zip(mask.shape, expected, strict=True)):
         raise InvalidValue(
             f"attention mask of shape {tuple(mask.shape)} does not broadcast to "
-            f"(batch={batch}, heads, q_len={q_len}, k_len={k_len}); use (batch, 1, 1, k_len) for "
+            f"(batch={batch}, heads{'' if heads is None else f'={heads}'}, q_len={q_len}, k_len={k_len}); "
+            "use (batch, 1, 1, k_len) for "
             "padding or (1, 1, q_len, k_len) for causal masks"
         )
 
@@ -332,7 +334,7 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)  # (batch, kv_heads, cached + k_len, d_head)
         if mask is not None:
-            check_mask(mask, query.shape[0], query.shape[1], k.shape[2])
+            check_mask(mask, query.shape[0], query.shape[1], k.shape[2], self.n_heads)
         dropout_p = self.dropout if self.training else 0.0
         grouped = self.n_kv_heads != self.n_heads  # each key-value head serves a group of query heads
         if self.need_weights:

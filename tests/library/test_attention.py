@@ -148,6 +148,9 @@ def test_bad_inputs_are_clear_errors():
         mha(x, x, x, torch.ones(2, 5, dtype=torch.bool))
     with pytest.raises(ValueError, match="does not broadcast"):
         mha(x, x, x, torch.ones(3, 1, 1, 5, dtype=torch.bool))
+    with pytest.raises(ValueError, match="heads=2"):  # three heads' masks for two heads
+        mha(x, x, x, torch.ones(2, 3, 5, 5, dtype=torch.bool))
+    mha(x, x, x, torch.ones(2, 2, 5, 5, dtype=torch.bool))  # one mask a head is fine
     with pytest.raises(ValueError, match="same batch size"):
         mha(x, torch.randn(3, 5, 8), torch.randn(3, 5, 8))
     with pytest.raises(ValueError, match=r"query must be \(batch, seq, d_model=8\)"):
