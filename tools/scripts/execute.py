@@ -15,14 +15,13 @@ nbval does before it compares (so the stored output is what a reader's rerun is 
 Prints the wall time of each lesson.
 
 With ``--time``, the lesson runs top to bottom as above but its outputs are left as they are:
-only its wall time and what it ran on (the cores, and ``environment()``: CPU, threads, vector
+only its wall time, what it ran on (the cores, and ``environment()``: CPU, threads, vector
 instructions, PyTorch, commit) and a digest of its code cells are written into the notebook's
-metadata, ``timed_run``. The
-README's and how-to-run's lesson tables quote that time for one core without vector kernels, so
-``--time`` runs only under the command above (the lesson's kernel inherits those settings), and
-tests/repository/test_lesson_times.py checks the tables against the metadata, and the digest
-against the lesson's code: a lesson whose code changed is timed again. The stored outputs
-come from a run at the machine's full speed: under the emulation a lesson's timings print other
+metadata, ``timed_run``. The README's and how-to-run's lesson tables quote that time for one core
+without vector kernels, so ``--time`` runs only under the command above (the lesson's kernel
+inherits those settings). tests/repository/test_lesson_times.py checks the tables against the
+metadata, and the digest against the lesson's code: a lesson whose code changed is timed again.
+The stored outputs come from a run at the machine's full speed: under the emulation a lesson's timings print other
 numbers, which the prose around them does not describe.
 """
 
