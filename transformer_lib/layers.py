@@ -126,7 +126,7 @@ class DecoderLayer(_Layer):
     ) -> Tensor:
         """x (batch, tgt_len, d_model); memory (batch, src_len, d_model), the encoder's output.
 
-        tgt_mask: broadcastable to (batch, heads, tgt_len, tgt_len), causal;
+        tgt_mask: broadcastable to (batch, heads, tgt_len, tgt_len), causal (and the target's padding in a batch);
         memory_mask: broadcastable to (batch, heads, tgt_len, src_len), the source's padding;
         cache: this layer's keys and values from earlier decoding steps (lesson 10), updated in place.
         """

@@ -630,8 +630,9 @@ def decoder_layer() -> Figure:
         860,
         850,
         "The decoder layer: masked self-attention, cross-attention, feed-forward",
-        f"{DecoderLayer.__name__}, data flowing upward, in the paper's post-norm order. First masked (causal) "
-        "multi-head self-attention over the target; then cross-attention, whose queries come from the decoder and "
+        f"{DecoderLayer.__name__}, data flowing upward, in the paper's post-norm order. First masked "
+        "multi-head self-attention over the target (the causal mask, and in a padded batch the target's "
+        "padding); then cross-attention, whose queries come from the decoder and "
         "whose keys and values come from the encoder's memory; then the position-wise feed-forward network. Each "
         "sublayer is followed by dropout, a residual sum and a LayerNorm.",
     )
@@ -640,7 +641,7 @@ def decoder_layer() -> Figure:
     f.text(30, 54, "post-norm, as in the paper: x = LayerNorm(x + Dropout(Sublayer(x)))", size=13, anchor="start",
            fill=MUTED)  # fmt: skip
     parts = [
-        ("attn", "masked multi-head self-attention", "self_attn, with the causal mask"),
+        ("attn", "masked multi-head self-attention", "self_attn: causal mask, target's padding"),
         ("+", "", None),
         ("norm", "LayerNorm", None),
         ("attn", "multi-head cross-attention", "cross_attn: Q from below, K and V from memory"),
@@ -666,7 +667,8 @@ def decoder_layer() -> Figure:
     # the two masks, beside their sublayers
     first = boxes[0]
     grid = f.grid(670, first.cy - 30, 5, 5, 12, lambda i, j: j > i)
-    f.text(grid.right + 10, grid.y + 10, "causal mask:\nquery t sees\nkeys 1 … t", size=12, anchor="start", fill=MUTED)
+    note = "causal mask:\nquery t sees\nkeys 1 … t;\npadding hidden too"
+    f.text(grid.right + 10, grid.y + 10, note, size=12, anchor="start", fill=MUTED)
     f.text(670, cross.cy - 4, "mask: the source's\npadding only", size=12, anchor="start", fill=MUTED)
     return f
 
