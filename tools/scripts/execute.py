@@ -39,6 +39,7 @@ import torch
 from nbclient import NotebookClient
 from nbval.plugin import coalesce_streams
 
+from transformer_lib.files import atomic_path
 from transformer_lib.utils import environment
 
 
@@ -71,9 +72,8 @@ def execute(path: Path, only_tag: str | None = None, time_only: bool = False) ->
             if cell.cell_type == "code":
                 cell.outputs = coalesce_streams(cell.outputs)
                 cell.metadata.pop("execution", None)  # timestamps: noise in every diff
-    tmp = path.with_suffix(".ipynb.tmp")
-    nbformat.write(notebook, tmp)
-    tmp.replace(path)  # never a half-written notebook
+    with atomic_path(path) as tmp:  # never a half-written notebook
+        nbformat.write(notebook, tmp)
     return elapsed
 
 
