@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from book_tools.web.serve import serve
+from transformer_lib.files import write_text
 from transformer_lib.utils import environment
 
 SITE = Path(__file__).resolve().parents[3] / "_build" / "html"  # the built book, in a checkout
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     table = "\n".join(header + rows) + "\n"
     print(table, end="")
     if args.out:
-        Path(args.out).write_text(table, encoding="utf-8")
+        write_text(args.out, table)
     return 0
 
 

@@ -40,6 +40,7 @@ import yaml
 
 import transformer_lib
 from transformer_lib.errors import InvalidValue, MissingFile
+from transformer_lib.files import atomic_path
 
 CELL_SECONDS = 60  # any one cell of a submission, when graded
 SUBMISSION_SECONDS = 900  # the whole submission: what is left is graded zero with the reason
@@ -472,9 +473,7 @@ def grade(
 
 def write_csv(scores: list[Score], path: Path) -> None:
     """One row per submission and question; written to a temporary name, then renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with open(partial, "w", newline="", encoding="utf-8") as f:
+    with atomic_path(path) as partial, open(partial, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "question", "points", "possible", "message"])
         writer.writerows(
@@ -487,7 +486,6 @@ def write_csv(scores: list[Score], path: Path) -> None:
             ]
             for s in scores
         )
-    partial.replace(path)
 
 
 def table(scores: list[Score]) -> str:
