@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from transformer_lib.errors import MissingFile
-from transformer_lib.files import atomic_path
+from transformer_lib.files import atomic_path, write_bytes
 from transformer_lib.records import archive_of, read_bytes
 
 # What a run folder keeps as files: its config and its JSON summaries (scores.json, curve.json,
@@ -88,8 +88,7 @@ def file_sweep(
         if path.name == "tokenizer.model":
             shared = tokenizers / _tokenizer_name(data, path.parent / "config.yaml")
             if not shared.is_file() and archive_of(shared) is None:
-                shared.parent.mkdir(parents=True, exist_ok=True)
-                shared.write_bytes(data)
+                write_bytes(shared, data)  # whole or not at all: later runs link to it
             info.type, info.linkname = tarfile.SYMTYPE, os.path.relpath(shared, path.parent)
             members[name] = (info, None)
         else:
