@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import statistics
@@ -171,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"beam 5 {loaded['beam']:.0f} ms"
             )
     header = [
-        f"{chromium_version(executable)}, headless; {env['cpu']}, {platform.machine()}, one WebAssembly thread",
+        f"{chromium_version(executable)}, headless; {env['cpu']}, {platform.machine()}, {os.cpu_count()} cores, "
+        "one WebAssembly thread",
         f"commit {env['git_commit'][:7]}{' (uncommitted changes)' if env['git_dirty'] else ''}, "
         f"{datetime.now(timezone.utc).date()}",
         f"one 10-word sentence per direction, each measurement in a fresh browser (empty cache, a first visit), "
