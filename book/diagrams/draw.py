@@ -25,9 +25,10 @@ id breaks this script instead of leaving a figure that no longer matches the cod
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -278,13 +279,13 @@ class Figure:
     def heading(self, x: float, y: float, words: str, anchor: str = "start", size: float = 16) -> None:
         self.text(x, y, words, size=size, anchor=anchor, weight="bold")
 
-    def link(self, href: str, label: str) -> None:
-        """Open a link: what is drawn until ``end_link`` goes to ``href`` (the whole page, target _top)."""
+    @contextlib.contextmanager
+    def link(self, href: str, label: str) -> Iterator[None]:
+        """A link: what the ``with`` block draws goes to ``href`` (the whole page, target _top)."""
         self.add(
             f'<a href={quoteattr(href)} target="_top" aria-label={quoteattr(label)}><title>{escape(label)}</title>'
         )
-
-    def end_link(self) -> None:
+        yield
         self.add("</a>")
 
     # -- the file -----------------------------------------------------------------------------
@@ -1399,21 +1400,20 @@ def book_map() -> Figure:
 
     def part(number: str, box: Box, kind: str, label: str, sub: str | None = None, title: str = "") -> None:
         """A linked box with its lesson's number in a badge at its top-left corner."""
-        f.link(lesson_url(number), f"{lesson_name(number)}: {title or label}")
-        fill, stroke = KINDS[kind]
-        f.add(
-            f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
-            f'rx="8" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
-        )
-        if sub and label:
-            f.text(box.cx + 12, box.cy - 3, label, size=14, weight="bold")
-            f.text(box.cx + 12, box.cy + 15, sub, size=12, fill=MUTED)
-        elif label:
-            f.centred_text(box.cx + 12, box.cy, label, size=14, weight="bold")
-        else:  # a frame around another part: its title at the top-left, beside the badge
-            f.text(box.x + 44, box.y + 25, title, size=14, anchor="start", weight="bold")
-        badge(box.x + 20, box.y + (box.h / 2 if label else 22), number)
-        f.end_link()
+        with f.link(lesson_url(number), f"{lesson_name(number)}: {title or label}"):
+            fill, stroke = KINDS[kind]
+            f.add(
+                f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
+                f'rx="8" fill="{fill}" stroke="{stroke}" stroke-width="1.5"/>'
+            )
+            if sub and label:
+                f.text(box.cx + 12, box.cy - 3, label, size=14, weight="bold")
+                f.text(box.cx + 12, box.cy + 15, sub, size=12, fill=MUTED)
+            elif label:
+                f.centred_text(box.cx + 12, box.cy, label, size=14, weight="bold")
+            else:  # a frame around another part: its title at the top-left, beside the badge
+                f.text(box.x + 44, box.y + 25, title, size=14, anchor="start", weight="bold")
+            badge(box.x + 20, box.y + (box.h / 2 if label else 22), number)
 
     f.heading(30, 34, "The map of the book")
     f.text(
@@ -1439,32 +1439,29 @@ def book_map() -> Figure:
     part("11", translate, "out", "The translator", "German ↔ English", title="The translator: Multi30k")
     # the whole model: one linked frame, drawn first so its parts sit on top
     whole = Box(30, 150 + d, 840, 450)
-    f.link(lesson_url("08"), "Lesson 8: the whole Transformer")
-    f.add(
-        f'<rect class="part" x="{num(whole.x)}" y="{num(whole.y)}" width="{num(whole.w)}" height="{num(whole.h)}" '
-        f'rx="12" fill="{KINDS["frame"][0]}" stroke="{KINDS["frame"][1]}" stroke-width="1.5"/>'
-    )
-    badge(whole.x + 22, whole.y + 22, "08")
-    f.text(whole.x + 44, whole.y + 27, "The whole Transformer", size=15, anchor="start", weight="bold")
-    gen = f.box(520, 170 + d, 300, 44, "Linear", "out", sub="next-token logits")
-    f.end_link()
+    with f.link(lesson_url("08"), "Lesson 8: the whole Transformer"):
+        f.add(
+            f'<rect class="part" x="{num(whole.x)}" y="{num(whole.y)}" width="{num(whole.w)}" height="{num(whole.h)}" '
+            f'rx="12" fill="{KINDS["frame"][0]}" stroke="{KINDS["frame"][1]}" stroke-width="1.5"/>'
+        )
+        badge(whole.x + 22, whole.y + 22, "08")
+        f.text(whole.x + 44, whole.y + 27, "The whole Transformer", size=15, anchor="start", weight="bold")
+        gen = f.box(520, 170 + d, 300, 44, "Linear", "out", sub="next-token logits")
     # the encoder, with multi-head attention and attention inside it
     enc = Box(60, 300 + d, 370, 210)
-    part_frame(f, "06", enc, "Encoder  (× N)", badge)
-    f.box(90, 346 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
-    f.end_link()
+    with part_frame(f, "06", enc, "Encoder  (× N)", badge):
+        f.box(90, 346 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
     mha = Box(90, 402 + d, 310, 96)
     part("05", mha, "attn", "", title="Multi-head attention")
     part("04", Box(130, 438 + d, 250, 48), "linear", "Attention", "softmax(QKᵀ/√d_k) V", title="Attention")
     # the decoder
     dec = Box(470, 240 + d, 370, 270)
-    part_frame(f, "07", dec, "Decoder  (× N)", badge)
-    f.box(500, 286 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
-    cross = f.box(
-        500, 346 + d, 310, 52, "cross-attention", "attn", size=13, sub="Q from the decoder, K and V from memory"
-    )
-    f.box(500, 418 + d, 310, 52, "masked self-attention", "attn", size=13, sub="no looking ahead")
-    f.end_link()
+    with part_frame(f, "07", dec, "Decoder  (× N)", badge):
+        f.box(500, 286 + d, 310, 40, "feed-forward, Add & Norm", "ffn", size=13)
+        cross = f.box(
+            500, 346 + d, 310, 52, "cross-attention", "attn", size=13, sub="Q from the decoder, K and V from memory"
+        )
+        f.box(500, 418 + d, 310, 52, "masked self-attention", "attn", size=13, sub="no looking ahead")
     # how they connect
     f.arrow((245, enc.top), (245, 270 + d), (450, 270 + d), (450, cross.cy), (cross.left, cross.cy))
     f.text(255, 262 + d, "memory", size=12, anchor="start", fill=MUTED)
@@ -1494,16 +1491,20 @@ def book_map() -> Figure:
     return f
 
 
-def part_frame(f: Figure, number: str, box: Box, label: str, badge: Callable[[float, float, str], None]) -> None:
-    """A linked frame (a stack of layers) with its lesson's badge and name at its top-left corner. The link
-    stays open: the caller draws the frame's own sub-layers in it, then ends it."""
-    f.link(lesson_url(number), f"{lesson_name(number)}: the {label.split()[0].lower()}")
-    f.add(
-        f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
-        f'rx="10" fill="#eef2f7" stroke="#64748b" stroke-width="1.5"/>'
-    )
-    badge(box.x + 22, box.y + 22, number)
-    f.text(box.x + 44, box.y + 27, label, size=15, anchor="start", weight="bold")
+@contextlib.contextmanager
+def part_frame(
+    f: Figure, number: str, box: Box, label: str, badge: Callable[[float, float, str], None]
+) -> Iterator[None]:
+    """A linked frame (a stack of layers) with its lesson's badge and name at its top-left corner; what the
+    ``with`` block draws (the frame's own sub-layers) is inside the link."""
+    with f.link(lesson_url(number), f"{lesson_name(number)}: the {label.split()[0].lower()}"):
+        f.add(
+            f'<rect class="part" x="{num(box.x)}" y="{num(box.y)}" width="{num(box.w)}" height="{num(box.h)}" '
+            f'rx="10" fill="#eef2f7" stroke="#64748b" stroke-width="1.5"/>'
+        )
+        badge(box.x + 22, box.y + 22, number)
+        f.text(box.x + 44, box.y + 27, label, size=15, anchor="start", weight="bold")
+        yield
 
 
 DIAGRAMS = [
