@@ -188,6 +188,21 @@ def test_page_speed_says_in_one_line_what_it_needs(tmp_path, capsys):
     assert err.startswith("error: needs ") and err.count("\n") == 1, err
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [(["--precisions", "fp8"], "invalid choice: 'fp8'"), (["--limit", "5", "--json", "x.json"], "without --limit")],
+)
+def test_onnx_precision_refuses_bad_arguments_before_any_work(args, says, capsys):
+    """An unknown precision, or a partial run written as the record the translator page reads: one line, at once."""
+    from book_tools.benchmarks.onnx_precision import main as onnx_precision
+
+    with pytest.raises(SystemExit) as exit_:
+        onnx_precision(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
+
+
 def test_packed_self_attention_computes_our_outputs_and_gradients():
     """Packing Q, K and V into one projection changes the number of matrix products, not the function."""
     import copy

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from book_tools.benchmarks import provenance, shipped_translator, write_record
-from book_tools.web.export import MODEL_FILES, OnnxTranslator, export_onnx
+from book_tools.web.export import MODEL_FILES, PRECISIONS, OnnxTranslator, export_onnx
 from transformer_lib.config import DecodeConfig
 from transformer_lib.data import load_multi30k
 from transformer_lib.files import sha256_of
@@ -32,12 +32,14 @@ from transformer_lib.utils import environment
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, nargs="+", help="run checkpoints (default: the two shipped translators)")
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "fp16", "int8"])
+    parser.add_argument("--precisions", nargs="+", choices=PRECISIONS, default=list(PRECISIONS))
     parser.add_argument("--split", default="test_2016_flickr")
     parser.add_argument("--limit", type=int, help="only the first N sentences (a quick check)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--json", type=Path, help="write the rows to this file")
+    parser.add_argument("--json", type=Path, help="write the rows to this file (a whole run: no --limit)")
     args = parser.parse_args(argv)
+    if args.json and args.limit is not None:  # the translator page reads its BLEU from the record
+        parser.error("--json writes a record of the whole split: run without --limit (or without --json)")
     args.models = args.models or [shipped_translator("de_en"), shipped_translator("en_de")]
     torch.set_num_threads(args.threads)
     env = environment(torch.device("cpu"))
