@@ -203,6 +203,16 @@ def test_onnx_precision_refuses_bad_arguments_before_any_work(args, says, capsys
     assert says in err and "Traceback" not in err, err
 
 
+def test_confidence_refuses_a_partial_record(capsys):
+    """The site build takes the page's warning thresholds from the record: a --limit run cannot write it."""
+    from book_tools.benchmarks.confidence import main as confidence
+
+    with pytest.raises(SystemExit) as exit_:
+        confidence(["--limit", "5", "--json", "x.json"])
+    assert exit_.value.code == 2
+    assert "without --limit" in capsys.readouterr().err
+
+
 def test_packed_self_attention_computes_our_outputs_and_gradients():
     """Packing Q, K and V into one projection changes the number of matrix products, not the function."""
     import copy

@@ -68,11 +68,13 @@ OUTSIDE = {
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="only the first N test sentences (a quick check)")
-    parser.add_argument("--json", type=Path, help="write the record to this file")
+    parser.add_argument("--json", type=Path, help="write the record to this file (a whole run: no --limit)")
     parser.add_argument(
         "--precision", choices=PRECISIONS, help="of the exported files (default: what the page serves, _config.yml)"
     )
     args = parser.parse_args(argv)
+    if args.json and args.limit is not None:  # the site build takes the page's thresholds from the record
+        parser.error("--json writes a record of the whole test set: run without --limit (or without --json)")
     precision = args.precision or served_precision()
     torch.set_num_threads(1)
     env = environment(torch.device("cpu"))
