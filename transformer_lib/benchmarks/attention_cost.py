@@ -101,6 +101,7 @@ def peak_memory_mb(kernel: str, n: int, heads: int = 4, d_head: int = 64, thread
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The command line: a row per length, each way's time and its peak memory (measured in a process of its own)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096])
     parser.add_argument("--heads", type=int, default=4)

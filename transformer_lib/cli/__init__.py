@@ -49,6 +49,7 @@ TOOLS_COMMANDS = ("export-onnx", "assign", "grade", "sweep", "pack")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m transformer_lib``: parse the command line and run its command; returns the exit code."""
     utf8_console()
     parser = argparse.ArgumentParser(prog="python -m transformer_lib", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"transformer_lib {__version__}")

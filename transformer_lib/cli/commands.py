@@ -269,6 +269,7 @@ def _decoding(args: argparse.Namespace, record: RunRecord) -> DecodeConfig:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> None:
+    """Score a checkpoint on a split: prints its BLEU scores as JSON; ``--output`` also writes the hypotheses."""
     device = parse_device(args.device)
     model, tokenizer, record = load_model(args.checkpoint, device)
     decoding = _decoding(args, record)
@@ -282,6 +283,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate standard input, one sentence a line, to standard output, one translation a line."""
     device = parse_device(args.device)
     model, tokenizer, record = load_model(args.checkpoint, device)
     decoding = _decoding(args, record)

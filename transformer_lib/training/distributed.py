@@ -35,6 +35,7 @@ def rank() -> int:
 
 
 def world_size() -> int:
+    """How many processes share each step (1 outside a process group)."""
     return dist.get_world_size() if is_distributed() else 1
 
 

@@ -62,6 +62,8 @@ def rng_state() -> dict:
 
 
 def set_rng_state(rng: dict) -> None:
+    """Restore the random states :func:`rng_state` saved (PyTorch's, CUDA's, Python's, NumPy's): a resumed run
+    draws the same numbers the uninterrupted one would."""
     torch.set_rng_state(rng["torch"])
     if rng["cuda"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(rng["cuda"])
