@@ -1299,7 +1299,8 @@ def family() -> Figure:
         f"padding). Decoder-only, like GPT (family.{GPT}): the same {layer}s, run with a causal mask, so each token "
         f"sees itself and earlier tokens (a lower triangle); without cross-attention a decoder layer is an encoder "
         f"layer. Encoder-decoder, like T5 and the original {Transformer.__name__}: {layer}s with a padding mask, "
-        f"{dlayer}s with a causal mask, and cross-attention from every target token to every source token.",
+        f"{dlayer}s with a causal mask (and, in a padded batch, the target's padding), and cross-attention from every "
+        f"target token to every source token but {PAD} (the grids show a sentence without padding).",
     )
     f.heading(450, 32, "One architecture, three families", anchor="middle")
     f.text(450, 52, "masks: rows are queries, columns are keys; grey cells are masked", size=12, fill=MUTED)
@@ -1324,7 +1325,7 @@ def family() -> Figure:
             750,
             "Encoder-decoder",
             f"T5; the original ({Transformer.__name__})",
-            "encoder: padding mask; decoder:\ncausal; cross: every source token",
+            f"encoder: padding mask; decoder:\ncausal; cross: every source\ntoken but {PAD}",
             "translate, summarise:\ntext in, text out",
         ),
     ]
