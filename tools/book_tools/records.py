@@ -4,7 +4,7 @@
 before and after a sweep is filed. Use it on a sweep unpacked into ``results/`` (``python -m
 book_tools sweep --archive``'s ``.tar.gz`` extracted in place)::
 
-    python -m book_tools.records results/multi30k/round4/seeds
+    python -m book_tools.records results/multi30k/round4/r4s_de_en-seed1
 """
 
 from __future__ import annotations

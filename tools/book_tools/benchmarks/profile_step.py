@@ -3,7 +3,8 @@
     python -m book_tools.benchmarks.profile_step --preset small --variants fp32 bf16 [bf16+compile]
 
 Prints, per variant, the operators with the most self time on the CPU and on the device: the
-first thing to read before changing anything for speed (``experiments/NOTES.md`` keeps the profiles).
+first thing to read before changing anything for speed (the profiles are kept in
+``results/speed_h100.tar.gz``; ``experiments/NOTES.md`` reads them).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """ONNX Runtime Web, the JavaScript runtime of the book's in-browser translator, fetched like Multi30k.
 
 The files come from npm's registry as the published package tarball, pinned to one version and
-checked against the SHA-512 the registry publishes for it (``dist.integrity``), then cached
-(``$TRANSFORMER_LIB_CACHE``, else ``~/.cache/transformer_lib``). Without internet, put the
+checked against the SHA-512 the registry publishes for it (``dist.integrity``), then cached in
+``onnxruntime-web/`` under the package's cache folder (``$TRANSFORMER_LIB_CACHE``, else
+``$XDG_CACHE_HOME/transformer_lib``, else ``~/.cache/transformer_lib``). Without internet, put the
 tarball in a folder and name it in ``ONNXRUNTIME_WEB_DIR``. No Node.js is needed: the book build
 only unpacks three files of the tarball's ``dist/`` folder: the WebAssembly build, single-threaded
 use (a static site cannot enable the cross-origin isolation that threads need).
