@@ -289,10 +289,11 @@ def check_sentence(
             continue
         if number in (0, 1) and not unit:
             continue
-        number *= {"k": 1000, "M": 1e6}.get(unit, 1)
+        scale = {"k": 3, "M": 6}.get(unit, 0)  # 63.1M is 63,100,000 written to the nearest 100,000
+        number *= 10**scale
         if 1900 <= number <= 2030 and not unit and "." not in value:
             continue  # a year: the papers' and the data sets'
-        if not shown(number, decimals(value), pool):
+        if not shown(number, decimals(value) - scale, pool):
             found.append(Finding(stem, index, "number", text, sentence))
     printed = ratios_in(outputs)
     bounds = asserted_bounds(code)
