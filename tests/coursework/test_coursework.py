@@ -195,8 +195,8 @@ def check_that(what: str):
 
 def test_translations_that_copy_the_references_are_not_graded_however_disguised(tmp_path, mirror, monkeypatch):
     """A line copies its reference once Unicode (NFKC), case, spacing and punctuation are set aside, or
-    within a few characters of it; beyond a quarter of such lines the file is refused (a trained
-    model's: about 10 %)."""
+    within a few characters of it, or with every word of it in order and others put between; beyond a
+    quarter of such lines the file is refused (a trained model's: about 10 %)."""
     monkeypatch.chdir(tmp_path)
     references = load_multi30k("test_2016_flickr", "en")
     recorded = records.read_text(ROOT / "results/multi30k/cpu/de_en/test_2016_flickr.hyp.txt").splitlines()
@@ -209,6 +209,9 @@ def test_translations_that_copy_the_references_are_not_graded_however_disguised(
         "lower case, tokenised": lambda line: line.lower().replace(".", " ."),
         "full-width letters": lambda line: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in line),
         "a word swapped": lambda line: line.replace(" a ", " the ", 1),
+        "words put between its words": lambda line: " ".join(
+            w + " wonderfully" * (i % 4 == 1) for i, w in enumerate(line.split())
+        ),
     }
     for what, disguise in disguises.items():
         lines = [disguise(r) for r in references[:300]] + recorded[300:]

@@ -267,15 +267,23 @@ def edits_within(a: str, b: str, cap: int) -> bool:
     return previous[-1] <= cap
 
 
+def keeps_every_word(line: str, reference: str) -> bool:
+    """Whether every word of ``reference`` is in ``line``, in order (words put between them disguise a copy)."""
+    words = iter(line.split())
+    return all(word in words for word in reference.split())
+
+
 def copies(hypotheses: list[str], references: list[str]) -> int:
     """How many lines copy their reference: once :func:`normalised`, within ``NEAR_COPY`` character
-    edits of it (3, or 5 % of its characters where that is more: a word swapped, a letter changed).
-    Lesson 11's trained model's translations: about 10 % of lines, against the quarter that refuses."""
+    edits of it (3, or 5 % of its characters where that is more: a word swapped, a letter changed),
+    or holding every one of its words in order, whatever words were put between them. Lesson 11's
+    trained models' translations: 9 to 13 % of lines, against the quarter that refuses."""
     floor, share = NEAR_COPY
     found = 0
     for hypothesis, reference in zip(hypotheses, references, strict=True):
         a, b = normalised(hypothesis), normalised(reference)
-        found += a == b or edits_within(a, b, max(floor, int(share * max(len(a), len(b)))))
+        near = edits_within(a, b, max(floor, int(share * max(len(a), len(b)))))
+        found += a == b or near or keeps_every_word(a, b)
     return found
 
 
@@ -305,7 +313,8 @@ def translation_bleu(path: Any, split: str, lang: str) -> float:
     if same > REFERENCE_SHARE * total or bleu > BLEU_CEILING:
         raise Wrong(
             f"{Path(path).name}: {same:,} of {total:,} lines copy {split}'s references (case, spacing and "
-            f"punctuation set aside, a few characters changed), BLEU {bleu:.1f} (a trained model: about "
-            f"10 % and 40; refused beyond {REFERENCE_SHARE:.0%} or {BLEU_CEILING:g}): {BY_HAND}"
+            f"punctuation set aside, a few characters changed or words put between theirs), BLEU {bleu:.1f} "
+            f"(a trained model: about 10 % and 40; refused beyond {REFERENCE_SHARE:.0%} or {BLEU_CEILING:g}): "
+            f"{BY_HAND}"
         )
     return bleu

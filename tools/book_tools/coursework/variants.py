@@ -212,6 +212,7 @@ _DISGUISES = {  # how a copied reference line is disguised: each must still coun
     "lowercase_tokenised": lambda line: re.sub(r"\s*([.,!?;:])", r" \1", line.lower()),
     "full_width": lambda line: "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in line),
     "one_word_changed": lambda line: re.sub(r"\b(a|the)\b", lambda m: "the" if m[1] == "a" else "a", line, count=1),
+    "words_inserted": lambda line: " ".join(w + " wonderfully" * (i % 4 == 1) for i, w in enumerate(line.split())),
 }
 
 
