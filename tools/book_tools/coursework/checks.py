@@ -229,7 +229,10 @@ def gradient(function: Any, *args: Any, name: str, wrt: int = 0, **kwargs: Any) 
 
 
 def inherits(answer: Any, dotted: str) -> bool:
-    """Whether ``answer`` is a class derived from the one ``dotted`` names (``transformer_lib.MultiHeadAttention``)."""
+    """Whether ``answer`` is a class derived from the one ``dotted`` names (``transformer_lib.MultiHeadAttention``).
+
+    For an answer in a submission's process, that process answers: like ``without``, a deterrent that
+    code reaching the grading's objects in its own memory can defeat (book/instructors.md says so)."""
     if _remote(answer):
         try:
             return bool(answer._sandbox.ask(("subclass", answer, dotted), root=answer._root, handle=answer))
