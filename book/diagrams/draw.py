@@ -34,13 +34,16 @@ from itertools import pairwise
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
+import torch
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 FIGURES = ROOT / "book" / "_static" / "figures"
 if str(ROOT) not in sys.path:  # run as a script from a checkout the package is not installed from
     sys.path.insert(0, str(ROOT))
 
 from transformer_lib.attention import KVCache, MultiHeadAttention  # noqa: E402
-from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS  # noqa: E402
+from transformer_lib.config import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, DecodeConfig  # noqa: E402
+from transformer_lib.decoding import length_penalty  # noqa: E402
 from transformer_lib.embeddings import SinusoidalPositionalEncoding, TokenEmbedding  # noqa: E402
 from transformer_lib.family import bert, gpt  # noqa: E402
 from transformer_lib.layers import DecoderLayer, EncoderLayer, FeedForward  # noqa: E402
@@ -934,8 +937,15 @@ def greedy_path(tree: tuple = BEAM_TREE) -> tuple[list[str], float]:
 
 
 def beam_winner(columns: list[list[dict]]) -> dict:
-    """The best finished hypothesis in the final beam (all kept ones are finished here)."""
-    return max((n for n in columns[-1] if n["kept"] and n["token"] == EOS), key=lambda n: n["score"])
+    """The best finished hypothesis in the final beam (all kept ones are finished here), ranked as
+    ``beam_search`` ranks them: its score over the length penalty (its tokens, <eos> counted), default alpha."""
+    finished = [n for n in columns[-1] if n["kept"] and n["token"] == EOS]
+
+    def normalized(node: dict) -> float:
+        length = torch.tensor(float(len(hypothesis(node))))
+        return node["score"] / float(length_penalty(length, DecodeConfig.alpha))
+
+    return max(finished, key=normalized)
 
 
 def minus(score: float) -> str:
