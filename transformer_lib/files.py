@@ -17,11 +17,12 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, mode: int = 0o644) -> Iterator[Path]:
     """A temporary path to write ``path``'s content to; renamed to ``path`` if the block succeeds.
 
     The folder is created if needed. If the block raises, the temporary file is removed and
-    ``path`` is left as it was.
+    ``path`` is left as it was. The file gets ``mode`` (readable by all: a site's files are served;
+    0o600 keeps a private one, such as students' grades, to its owner).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -29,7 +30,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a site's files from its web server
+        os.chmod(tmp, mode)  # mkstemp's 0600 would hide a site's files from its web server
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

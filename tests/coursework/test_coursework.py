@@ -525,6 +525,7 @@ def test_scores_table_and_csv(tmp_path):
     lines = (tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()
     assert lines[2:] == ["alice.ipynb,q2,0,2,Wrong: off by one", f"alice.ipynb,q3,,2,{grading.BY_HAND_MESSAGE}"]
     assert [path.name for path in tmp_path.iterdir()] == ["grades.csv"]  # no temporary file left
+    assert (tmp_path / "grades.csv").stat().st_mode & 0o777 == 0o600  # students' grades: the owner's only
 
 
 def test_a_questions_tests_and_their_points_are_read_as_otter_resolves_them():

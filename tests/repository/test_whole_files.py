@@ -4,7 +4,8 @@ A crash, a full disk or Ctrl-C in the middle of a write must leave the old file 
 truncated one that a later run would read as good. ``transformer_lib.files`` does it
 (:func:`atomic_path`, ``write_text``, ``write_bytes``). This test reads every function of
 ``transformer_lib/`` and ``tools/`` for a direct write (``Path.write_text``/``write_bytes``,
-``open`` for writing or appending, ``torch.save``/``np.save``, ``savefig``, ``to_csv``): each must be
+``open`` or ``Path.open`` for writing or appending, ``torch.save``/``np.save``, ``savefig``,
+``to_csv``; other ways to write, such as a library's own save, are not seen): each must be
 inside a ``with atomic_path(...)`` block, or be one of the few below, with the reason it is safe as
 it is.
 """
@@ -28,14 +29,25 @@ DIRECT = {
 }
 
 
+MODULES_WITH_OPEN = ("tarfile", "gzip", "bz2", "lzma", "io", "zipfile", "codecs")  # open(name, mode)
+
+
 def _mode(call: ast.Call) -> str:
-    for arg in [*call.args[1:2], *(k.value for k in call.keywords if k.arg == "mode")]:
+    """The mode an ``open`` call asks for: ``open(name, mode)`` or a module's, ``path.open(mode)``; a
+    mode that is not written out counts as a write."""
+    function = call.func
+    owner = getattr(function.value, "id", "") if isinstance(function, ast.Attribute) else ""
+    position = 0 if isinstance(function, ast.Attribute) and owner not in MODULES_WITH_OPEN else 1
+    given = [*call.args[position : position + 1], *(k.value for k in call.keywords if k.arg == "mode")]
+    for arg in given:
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             return arg.value
+        return "w"
     return "r"
 
 
 def _writes(call: ast.Call) -> bool:
+    """Whether a call writes a file: write_text/write_bytes, open for writing, a save, savefig, to_csv."""
     function = call.func
     name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
     owner = getattr(function.value, "id", "") if isinstance(function, ast.Attribute) else ""
@@ -48,6 +60,7 @@ def _writes(call: ast.Call) -> bool:
 
 
 def _name(call: ast.Call) -> str:
+    """The called function's name: ``open`` for ``open(...)`` and ``path.open(...)`` alike."""
     return getattr(call.func, "id", getattr(call.func, "attr", ""))
 
 

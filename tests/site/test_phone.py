@@ -18,10 +18,10 @@ The record also gives the page thread's longest task (the Long Tasks API) in eac
 longest before Translate works (the page's start: the theme's scripts) and after (the model's load,
 the translation, its heatmap). The Long Tasks API leaves out the page's renderings (style, layout
 and paint), so the record gives the longest of those too, from Chromium's Long Animation Frames (the
-first, a new renderer laying out the page, is among the longest). Neither is asserted: under this
-throttling the longest task has taken from about 110 ms to about 300 ms on this book's 2-core
-machines, and the longest rendering from about 70 ms to over 200 ms here, with the CPU and its
-load, around the 200 ms a reader notices.
+first, a new renderer laying out the page, is among the longest; a rendering also runs the frame's
+animation callbacks). Neither is asserted: under this throttling the longest task has taken from
+about 110 ms to about 300 ms on this book's 2-core machines, and the filed record's longest
+renderings are 98 to 171 ms, around the 200 ms a reader notices.
 
 DevTools slows only the page's own thread: Chromium refuses to slow a worker ("Operation is only
 supported for pages, not workers"), and ONNX Runtime runs in one (worker.js). So the record also

@@ -192,10 +192,11 @@ def test_page_speed_says_in_one_line_what_it_needs(tmp_path, capsys):
     ("args", "says"),
     [(["--precisions", "fp8"], "invalid choice: 'fp8'"), (["--limit", "5", "--json", "x.json"], "without --limit")],
 )
-def test_onnx_precision_refuses_bad_arguments_before_any_work(args, says, capsys):
+def test_onnx_precision_refuses_bad_arguments_before_any_work(args, says, capsys, monkeypatch, tmp_path):
     """An unknown precision, or a partial run written as the record the translator page reads: one line, at once."""
     from book_tools.benchmarks.onnx_precision import main as onnx_precision
 
+    monkeypatch.chdir(tmp_path)  # were the check to fail, nothing is written into the checkout
     with pytest.raises(SystemExit) as exit_:
         onnx_precision(args)
     assert exit_.value.code == 2
@@ -203,10 +204,11 @@ def test_onnx_precision_refuses_bad_arguments_before_any_work(args, says, capsys
     assert says in err and "Traceback" not in err, err
 
 
-def test_confidence_refuses_a_partial_record(capsys):
+def test_confidence_refuses_a_partial_record(capsys, monkeypatch, tmp_path):
     """The site build takes the page's warning thresholds from the record: a --limit run cannot write it."""
     from book_tools.benchmarks.confidence import main as confidence
 
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
         confidence(["--limit", "5", "--json", "x.json"])
     assert exit_.value.code == 2

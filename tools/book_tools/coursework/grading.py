@@ -472,8 +472,8 @@ def grade(
 
 
 def write_csv(scores: list[Score], path: Path) -> None:
-    """One row per submission and question; written to a temporary name, then renamed."""
-    with atomic_path(path) as partial, open(partial, "w", newline="", encoding="utf-8") as f:
+    """One row per submission and question; written to a temporary name, then renamed, readable by its owner only."""
+    with atomic_path(path, mode=0o600) as partial, open(partial, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", "question", "points", "possible", "message"])
         writer.writerows(
