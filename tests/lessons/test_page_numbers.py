@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_numbers import Finding, check_sentence, numbers_in, prose
+from test_numbers import Finding, cell_text, check_sentence, numbers_in, prose
 from test_prose import sentences
 
 from transformer_lib.records import read_text
@@ -55,17 +55,9 @@ def record_text(name: str) -> str:
 
 
 def lesson_text(stem: str) -> str:
-    """A lesson's code and stored text outputs."""
+    """A lesson's code and stored text outputs, read as test_numbers reads a cell."""
     notebook = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))
-    parts = []
-    for cell in notebook["cells"]:
-        if cell["cell_type"] != "code":
-            continue
-        parts.append("".join(cell["source"]))
-        for output in cell.get("outputs", []):
-            parts.append("".join(output.get("text", "")))
-            parts.append("".join(output.get("data", {}).get("text/plain", "")))
-    return "\n".join(parts)
+    return "\n".join("\n".join(cell_text(cell)) for cell in notebook["cells"] if cell["cell_type"] == "code")
 
 
 def material(markdown: str) -> str:
