@@ -690,7 +690,8 @@ def transformer() -> Figure:
         f"self-attention, cross-attention and {FeedForward.__name__}. In cross-attention the query comes from the "
         "decoder's own stream below it, and the encoder's output, the memory, gives the keys and the values. "
         "The generator, a Linear layer from d_model to vocab_size, gives the logits the model returns; a softmax, "
-        "in the loss and in decoding, turns them into next-token probabilities.",
+        "in the loss, in sampling and in beam search, turns them into next-token probabilities (greedy decoding "
+        "takes the largest logit, the same token).",
     )
     f.heading(30, 34, f"The Transformer  ({Transformer.__name__})")
     f.text(30, 54, "N = n_layers layers in each stack (6 in the paper)", size=13, anchor="start", fill=MUTED)
@@ -771,7 +772,8 @@ def transformer() -> Figure:
     f.up(dec, gen.top, soft.bottom)
     f.up(dec, soft.top, probs.bottom)
     f.text(dec - 10, (gen.top + soft.bottom) / 2 + 4, "logits: what forward() returns", size=12, anchor="end")
-    f.text(soft.left - 20, soft.top + 20, "in the loss and in decoding", size=12, anchor="end", fill=MUTED)
+    f.text(soft.left - 20, soft.top + 12, "in the loss, sampling", size=12, anchor="end", fill=MUTED)
+    f.text(soft.left - 20, soft.top + 28, "and beam search", size=12, anchor="end", fill=MUTED)
     return f
 
 
