@@ -169,6 +169,42 @@ def test_no_lesson_or_solution_is_taken_for_a_change(notebook):
     assert guard.tampering([c.source for c in cells if c.cell_type == "code"]) is None
 
 
+BUILT_ON = {  # notebooks whose MultiQueryAttention is, or derives from, the package's class
+    "direct": ["import transformer_lib", "class MultiQueryAttention(transformer_lib.MultiHeadAttention):\n    pass"],
+    "imported as": ["from transformer_lib import MultiHeadAttention as M", "class MultiQueryAttention(M): pass"],
+    "its module": ["import transformer_lib.attention as a", "class MultiQueryAttention(a.MultiHeadAttention): pass"],
+    "assigned": ["import transformer_lib as tl\nBase = tl.MultiHeadAttention", "class MultiQueryAttention(Base): pass"],
+    "through a class": [
+        "from transformer_lib import MultiHeadAttention",
+        "class Mine(MultiHeadAttention): pass\nclass MultiQueryAttention(Mine): pass",
+    ],
+    "renamed": ["from transformer_lib import *\nclass A(MultiHeadAttention): pass", "MultiQueryAttention = A"],
+    "type()": ["import transformer_lib as t", "MultiQueryAttention = type('M', (t.MultiHeadAttention,), {})"],
+    "itself": ["import transformer_lib", "MultiQueryAttention = transformer_lib.MultiHeadAttention"],
+}
+OWN = [
+    "import torch\nfrom transformer_lib import MultiHeadAttention\nclass MultiQueryAttention(torch.nn.Module): pass",
+    "import transformer_lib\nclass MultiQueryAttention:\n    base = transformer_lib.MultiHeadAttention",
+    "A = B\nB = A\nclass MultiQueryAttention(A): pass",  # a loop of names is followed once
+]
+
+
+@pytest.mark.parametrize("cells", BUILT_ON.values(), ids=BUILT_ON)
+def test_a_class_built_on_the_packages_is_read_from_the_notebook(cells):
+    from book_tools.coursework.checks import _names
+
+    found = guard.ancestors(cells, "MultiQueryAttention")
+    assert any(_names(name, transformer_lib.MultiHeadAttention) for name in found), found
+
+
+@pytest.mark.parametrize("source", OWN)
+def test_a_class_of_ones_own_is_not_taken_for_the_packages(source):
+    from book_tools.coursework.checks import _names
+
+    found = guard.ancestors([source], "MultiQueryAttention")
+    assert not any(_names(name, transformer_lib.MultiHeadAttention) for name in found), found
+
+
 def test_the_guard_fails_every_question_with_its_finding():
     @dataclasses.dataclass
     class Result:  # the two fields of Otter's TestCaseResult the guard sets

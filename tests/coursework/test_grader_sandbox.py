@@ -52,23 +52,25 @@ def test_total(total):
 HONEST = ["import torch", "def double(x):\n    return x * 2", "def total(xs):\n    return sum(xs)"]
 
 
-def autograder(folder: Path) -> Path:
+def autograder(folder: Path, tests: dict[str, str] = TESTS) -> Path:
     path = folder / "autograder.zip"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("otter_config.json", json.dumps({"assignment_name": "a9", "lang": "python"}))
-        for question, text in TESTS.items():
+        for question, text in tests.items():
             archive.writestr(f"tests/{question}.py", text)
     return path
 
 
-def grade(folder: Path, cells: list[str], seconds: int = 120) -> tuple[dict[str, tuple[float, str]], str]:
+def grade(
+    folder: Path, cells: list[str], seconds: int = 120, tests: dict[str, str] = TESTS
+) -> tuple[dict[str, tuple[float, str]], str]:
     """({question: (points, message)}, the row of what was refused) for a notebook of ``cells``."""
     notebook = nbformat.v4.new_notebook(
         cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={"otter": {"assignment_name": "a9"}}
     )
     submission = folder / "submission.ipynb"
     nbformat.write(notebook, submission)
-    scores = grading.grade_one(autograder(folder), submission, seconds)
+    scores = grading.grade_one(autograder(folder, tests), submission, seconds)
     questions = {s.question: (s.points, s.message) for s in scores if not s.note}
     return questions, next((s.message for s in scores if s.note), "")
 
@@ -121,6 +123,46 @@ def test_patching_what_the_tests_compare_with_changes_nothing_but_is_said(tmp_pa
     assert questions["q1"][0] == 0 and "differs from the expected values" in questions["q1"][1]
     assert questions["q2"] == (3, "passed")
     assert "torch.allclose" in refused and "torch.equal" in refused and "checks.close" in refused
+
+
+OWN_CLASS = {
+    "q1": """from otter.test_files import test_case
+
+name = "q1"
+points = 1
+
+@test_case(points=1, hidden=True)
+def test_own(Mine):
+    from book_tools.coursework.checks import inherits
+    from transformer_lib.coursework.checks import Wrong
+    if inherits(Mine, "transformer_lib.MultiHeadAttention"):
+        raise Wrong("Mine is built on transformer_lib.MultiHeadAttention")
+"""
+}
+FORGE_SUBCLASS = (  # the submission's process answers "not a subclass" whatever it is asked
+    "import gc\n"
+    "for o in gc.get_objects():\n"
+    "    if isinstance(o, type) and hasattr(o, 'op_subclass'):\n"
+    "        o.op_subclass = lambda self, obj, dotted: False"
+)
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [
+        ["import transformer_lib", "class Mine(transformer_lib.MultiHeadAttention):\n    pass", FORGE_SUBCLASS],
+        ["import transformer_lib", "Mine = type('Mine', (getattr(transformer_lib, 'MultiHead' + 'Attention'),), {})"],
+    ],
+    ids=["read from the notebook, whatever its process says", "built at run time, asked of its process"],
+)
+def test_a_class_built_on_the_packages_is_refused(tmp_path, clean, cells):
+    questions, _ = grade(tmp_path, cells, tests=OWN_CLASS)
+    assert questions["q1"][0] == 0 and "built on transformer_lib.MultiHeadAttention" in questions["q1"][1]
+
+
+def test_a_class_of_ones_own_passes(tmp_path, clean):
+    cells = ["import torch, transformer_lib", "class Mine(torch.nn.Module):\n    pass"]
+    assert grade(tmp_path, cells, tests=OWN_CLASS)[0] == {"q1": (1, "passed")}
 
 
 def test_the_grading_files_the_network_and_new_processes_are_refused(tmp_path, clean):

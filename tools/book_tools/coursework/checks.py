@@ -229,17 +229,42 @@ def gradient(function: Any, *args: Any, name: str, wrt: int = 0, **kwargs: Any) 
 
 
 def inherits(answer: Any, dotted: str) -> bool:
-    """Whether ``answer`` is a class derived from the one ``dotted`` names (``transformer_lib.MultiHeadAttention``).
+    """Whether ``answer`` is, or derives from, the class ``dotted`` names (``transformer_lib.MultiHeadAttention``).
 
-    For an answer in a submission's process, that process answers: like ``without``, a deterrent that
-    code reaching the grading's objects in its own memory can defeat (book/instructors.md says so)."""
+    For an answer in a submission's process, the grader first reads the notebook it holds
+    (:func:`book_tools.coursework.guard.ancestors`): a class statement, an import or an assignment
+    that names the class there says so, whatever the process does. Then that process is asked too,
+    for classes built from names computed at run time: that answer is its word, which code reaching
+    the grading's objects in its own memory can change (book/instructors.md says so)."""
+    module, _, attr = dotted.rpartition(".")
+    target = getattr(importlib.import_module(module), attr)
     if _remote(answer):
+        from book_tools.coursework.guard import ancestors  # guard imports this module
+
+        cells = (source for _, source in answer._sandbox.cells)
+        if answer._root and any(_names(name, target) for name in ancestors(cells, answer._root)):
+            return True
         try:
             return bool(answer._sandbox.ask(("subclass", answer, dotted), root=answer._root, handle=answer))
         except Exception:
             return False
-    module, _, attr = dotted.rpartition(".")
-    return isinstance(answer, type) and issubclass(answer, getattr(importlib.import_module(module), attr))
+    return isinstance(answer, type) and issubclass(answer, target)
+
+
+def _names(dotted: str, target: Any) -> bool:
+    """Whether ``dotted`` (a name read from a notebook) is ``target``, looked up only in ``target``'s own package."""
+    parts = dotted.split(".")
+    if parts[0] != target.__module__.split(".")[0]:
+        return False
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part, None)
+        return obj is target
+    return False
 
 
 REFERENCE_SHARE = 0.25  # share of lines that copy their reference beyond which a file is not graded

@@ -42,6 +42,17 @@ def _python(source: str) -> str:
     return TransformerManager().transform_cell(source)
 
 
+def _parsed(cells: Any) -> list[ast.Module]:
+    """Each code cell as a tree (one that does not parse, as an empty one: it fails when run)."""
+    trees = []
+    for source in cells:
+        try:
+            trees.append(ast.parse(_python(source)))
+        except SyntaxError:
+            trees.append(ast.Module(body=[], type_ignores=[]))
+    return trees
+
+
 def _imported(tree: ast.AST) -> dict[str, str]:
     """Every name an import binds to a watched module or to something of one: {name: dotted origin}."""
     names = dict(ALWAYS)
@@ -104,13 +115,7 @@ def tampering(cells: list[str]) -> str | None:
 
 def changes(cells: Any) -> list[str]:
     """``code cell N, line L changes X`` for each change to a watched library the code cells make."""
-    sources = [_python(source) for source in cells]
-    trees = []
-    for source in sources:
-        try:
-            trees.append(ast.parse(source))
-        except SyntaxError:  # the cell fails when run; its questions lose their points anyway
-            trees.append(ast.Module(body=[], type_ignores=[]))
+    trees = _parsed(cells)
     names: dict[str, str] = {}
     for tree in trees:  # a notebook's imports hold in every later cell (and, run out of order, earlier)
         names.update(_imported(tree))
@@ -119,6 +124,73 @@ def changes(cells: Any) -> list[str]:
         for number, tree in enumerate(trees, start=1)
         for line, what in _changes(tree, names)
     ]
+
+
+NOTEBOOK = "<notebook>."  # what a name the notebook's own class statements bind is read as
+
+
+def ancestors(cells: Any, name: str) -> set[str]:
+    """The dotted names of what the notebook's ``name`` is or derives from, read from its cells' text.
+
+    Every binding counts, in any cell: an import (``from transformer_lib import MultiHeadAttention as
+    M``, or ``*``), an assignment of a name or an attribute (``Base = tl.MultiHeadAttention``), a class
+    statement's bases, ``type(name, bases, namespace)``, followed through the notebook's own classes.
+    The grader reads this from the notebook it holds, so code that runs in the submission's process
+    cannot change it; a class built from names computed at run time is not seen.
+    """
+    imported: dict[str, set[str]] = {}
+    assigned: dict[str, list[ast.expr]] = {}
+    bases: dict[str, list[ast.expr]] = {}
+    starred: set[str] = set()  # modules imported with *: any name may be theirs
+    for tree in _parsed(cells):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    bound = alias.asname or alias.name.split(".")[0]
+                    imported.setdefault(bound, set()).add(alias.name if alias.asname else bound)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    if alias.name == "*":
+                        starred.add(node.module)
+                    else:
+                        imported.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+            elif isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, []).extend(node.bases)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                value = node.value
+                built = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "type"
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    if not isinstance(target, ast.Name):
+                        continue
+                    if built and len(value.args) > 1 and isinstance(value.args[1], (ast.Tuple, ast.List)):
+                        bases.setdefault(target.id, []).extend(value.args[1].elts)  # X = type("X", (B,), {})
+                    else:
+                        assigned.setdefault(target.id, []).append(value)
+
+    def meanings(node: ast.expr, seen: frozenset[str]) -> set[str]:
+        """What an expression may name: dotted names, or NOTEBOOK + a class of the notebook's."""
+        if isinstance(node, ast.Attribute):
+            return {f"{inner}.{node.attr}" for inner in meanings(node.value, seen)}
+        if not isinstance(node, ast.Name) or node.id in seen:
+            return set()
+        found = set(imported.get(node.id, ()))
+        if node.id in bases:
+            found.add(NOTEBOOK + node.id)
+        for value in assigned.get(node.id, []):
+            found |= meanings(value, seen | {node.id})
+        return found or {node.id} | {f"{module}.{node.id}" for module in starred}
+
+    found: set[str] = set()
+    todo = list(meanings(ast.Name(id=name), frozenset()))
+    while todo:
+        meaning = todo.pop()
+        if meaning in found:
+            continue
+        found.add(meaning)
+        if meaning.startswith(NOTEBOOK):
+            for base in bases.get(meaning[len(NOTEBOOK) :], []):
+                todo += meanings(base, frozenset())
+    return {meaning for meaning in found if not meaning.startswith(NOTEBOOK)}
 
 
 class LibraryGuard(plugin_base()):
