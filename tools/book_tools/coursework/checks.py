@@ -253,18 +253,27 @@ def inherits(answer: Any, dotted: str) -> bool:
 
 def _names(dotted: str, target: Any) -> bool:
     """Whether ``dotted`` (a name read from a notebook) is ``target``, looked up only in ``target``'s own package."""
-    parts = dotted.split(".")
-    if parts[0] != target.__module__.split(".")[0]:
+    if dotted.split(".")[0] != target.__module__.split(".")[0]:
         return False
-    for cut in range(len(parts) - 1, 0, -1):
+    try:
+        return resolve(dotted) is target
+    except (ImportError, AttributeError):
+        return False
+
+
+def resolve(dotted: str) -> Any:
+    """The object a dotted name names (``torch.nn.functional.softmax``): its longest importable prefix, then
+    attributes. ImportError or AttributeError when it names nothing."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
         try:
             obj = importlib.import_module(".".join(parts[:cut]))
         except ImportError:
             continue
         for part in parts[cut:]:
-            obj = getattr(obj, part, None)
-        return obj is target
-    return False
+            obj = getattr(obj, part)
+        return obj
+    raise ImportError(dotted)
 
 
 REFERENCE_SHARE = 0.25  # share of lines that copy their reference beyond which a file is not graded

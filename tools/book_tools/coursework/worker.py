@@ -234,7 +234,9 @@ class Worker:
         return list(obj)
 
     def op_subclass(self, obj: Any, dotted: str) -> bool:
-        return isinstance(obj, type) and issubclass(obj, _resolve(dotted))
+        from book_tools.coursework import checks
+
+        return isinstance(obj, type) and issubclass(obj, checks.resolve(dotted))
 
     def op_gradient(self, function: Any, args: tuple, kwargs: dict, wrt: int) -> tuple:
         import torch
@@ -254,7 +256,7 @@ class Worker:
         found = {}
         for dotted in components:
             with contextlib.suppress(Exception):
-                found[dotted] = _resolve(dotted)
+                found[dotted] = checks.resolve(dotted)
         stack.enter_context(checks.without(found, checks.globals_of(*owners)))
         self.contexts[id(stack)] = stack
         return id(stack)
@@ -278,22 +280,6 @@ class Worker:
         return NOTES + (
             [f"changed {', '.join(changed[:3])} in its own process, apart from the tests"] if changed else []
         )
-
-
-def _resolve(dotted: str) -> Any:
-    """The object a dotted name names: ``torch.nn.functional.softmax``."""
-    import importlib
-
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for part in parts[cut:]:
-            obj = getattr(obj, part)
-        return obj
-    raise ImportError(dotted)
 
 
 CLONE_NEWNET = 0x40000000
