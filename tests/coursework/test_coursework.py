@@ -12,6 +12,7 @@ import io
 import json
 import math
 import multiprocessing
+import os
 import re
 import subprocess
 import time
@@ -490,6 +491,25 @@ def test_a_folder_of_student_folders_is_found_and_each_row_says_whose(tmp_path):
     found = grading.submissions_in([tmp_path / "sec1", tmp_path / "sec2"])
     assert len(found) == 3 and "bob/a2_attention.ipynb" in found
     assert (tmp_path / "sec2" / "alice" / "a2_attention.ipynb").as_posix() in found
+
+
+def test_a_notebook_and_the_zips_it_exported_are_one_submission_the_newest_graded(tmp_path):
+    """Otter's export cell writes ``<notebook>_<time>.zip`` beside the notebook: a student who hands in
+    the folder has one set of rows, from the newest file; a zip named otherwise is a submission of its own."""
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    for folder, newest in ((alice, "a2_attention_2026_12_03T10_00_00_000001.zip"), (bob, "a2_attention.ipynb")):
+        folder.mkdir()
+        names = ["a2_attention.ipynb", "a2_attention_2026_12_01T09_00_00_000000.zip", newest]
+        for age, name in enumerate(dict.fromkeys([n for n in names if n != newest] + [newest])):
+            (folder / name).write_text("{}", encoding="utf-8")
+            os.utime(folder / name, (1_000_000 + age, 1_000_000 + age))
+    (bob / "a2_attention_final.zip").write_bytes(b"PK")
+    found = grading.submissions_in([tmp_path])
+    assert list(found) == [
+        "alice/a2_attention_2026_12_03T10_00_00_000001.zip",
+        "bob/a2_attention.ipynb",
+        "bob/a2_attention_final.zip",
+    ]
 
 
 def test_a_grading_only_helper_imported_from_the_library_says_where_it_is():
