@@ -146,6 +146,7 @@ UNCHANGED = [
     "import torch\nclass A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 1",
     "import torch\ntorch = None\nmath = 1",  # rebinding one's own names changes no library
     "def f(:\n    torch.allclose = None",  # a syntax error: the cell fails when run, nothing to read
+    "x = " + "a." * 20_000 + "b",  # nested too deep for Python to read: the cell fails when run
 ]
 
 
@@ -181,6 +182,10 @@ BUILT_ON = {  # notebooks whose MultiQueryAttention is, or derives from, the pac
     ],
     "renamed": ["from transformer_lib import *\nclass A(MultiHeadAttention): pass", "MultiQueryAttention = A"],
     "type()": ["import transformer_lib as t", "MultiQueryAttention = type('M', (t.MultiHeadAttention,), {})"],
+    "a long chain of names": [
+        "import transformer_lib\n" + "".join(f"a{i} = a{i + 1}\n" for i in range(3000)),
+        "a3000 = transformer_lib.MultiHeadAttention\nclass MultiQueryAttention(a0): pass",
+    ],
     "itself": ["import transformer_lib", "MultiQueryAttention = transformer_lib.MultiHeadAttention"],
 }
 OWN = [

@@ -132,6 +132,12 @@ def test_patching_what_the_tests_compare_with_changes_nothing_but_is_said(tmp_pa
     assert "torch.allclose" in refused and "torch.equal" in refused and "checks.close" in refused
 
 
+def test_a_cell_too_deeply_nested_for_python_fails_alone(tmp_path, clean):
+    """Python cannot compile it (RecursionError, in IPython itself): that cell fails, the rest is graded."""
+    questions, _ = grade(tmp_path, [*HONEST, "x = " + "a." * 5000 + "b"])
+    assert questions == {"q1": (2, "passed"), "q2": (3, "passed")}
+
+
 OWN_CLASS = {
     "q1": """from otter.test_files import test_case
 

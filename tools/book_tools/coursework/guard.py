@@ -48,7 +48,7 @@ def _parsed(cells: Any) -> list[ast.Module]:
     for source in cells:
         try:
             trees.append(ast.parse(_python(source)))
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # nested too deep, a null byte
             trees.append(ast.Module(body=[], type_ignores=[]))
     return trees
 
@@ -167,21 +167,31 @@ def ancestors(cells: Any, name: str) -> set[str]:
                     else:
                         assigned.setdefault(target.id, []).append(value)
 
-    def meanings(node: ast.expr, seen: frozenset[str]) -> set[str]:
-        """What an expression may name: dotted names, or NOTEBOOK + a class of the notebook's."""
-        if isinstance(node, ast.Attribute):
-            return {f"{inner}.{node.attr}" for inner in meanings(node.value, seen)}
-        if not isinstance(node, ast.Name) or node.id in seen:
-            return set()
-        found = set(imported.get(node.id, ()))
-        if node.id in bases:
-            found.add(NOTEBOOK + node.id)
-        for value in assigned.get(node.id, []):
-            found |= meanings(value, seen | {node.id})
-        return found or {node.id} | {f"{module}.{node.id}" for module in starred}
+    def meanings(expression: ast.expr) -> set[str]:
+        """What an expression may name: dotted names, or NOTEBOOK + a class of the notebook's. Followed with a
+        stack, not recursion, so that no chain of names or attributes is too long to read."""
+        found: set[str] = set()
+        stack, visited = [(expression, "")], set()
+        while stack:
+            node, suffix = stack.pop()  # suffix: the attributes read from it, ".attention.MultiHeadAttention"
+            attributes = []
+            while isinstance(node, ast.Attribute):
+                attributes.append(node.attr)
+                node = node.value
+            suffix = "".join(f".{attribute}" for attribute in reversed(attributes)) + suffix
+            if not isinstance(node, ast.Name) or (node.id, suffix) in visited:
+                continue
+            visited.add((node.id, suffix))
+            found |= {origin + suffix for origin in imported.get(node.id, ())}
+            if node.id in bases:
+                found.add(NOTEBOOK + node.id + suffix)
+            stack += [(value, suffix) for value in assigned.get(node.id, [])]
+            if node.id not in imported and node.id not in bases and node.id not in assigned:
+                found |= {node.id + suffix} | {f"{module}.{node.id}{suffix}" for module in starred}
+        return found
 
     found: set[str] = set()
-    todo = list(meanings(ast.Name(id=name), frozenset()))
+    todo = list(meanings(ast.Name(id=name)))
     while todo:
         meaning = todo.pop()
         if meaning in found:
@@ -189,7 +199,7 @@ def ancestors(cells: Any, name: str) -> set[str]:
         found.add(meaning)
         if meaning.startswith(NOTEBOOK):
             for base in bases.get(meaning[len(NOTEBOOK) :], []):
-                todo += meanings(base, frozenset())
+                todo += meanings(base)
     return {meaning for meaning in found if not meaning.startswith(NOTEBOOK)}
 
 

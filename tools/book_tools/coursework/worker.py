@@ -205,8 +205,11 @@ class Worker:
 
     def op_cells(self, cells: list[tuple[int, str]]) -> None:
         for index, source in cells:
-            result = self.shell.run_cell(source, store_history=False)
-            error = result.error_before_exec or result.error_in_exec
+            try:
+                result = self.shell.run_cell(source, store_history=False)
+                error = result.error_before_exec or result.error_in_exec
+            except Exception as raised:  # IPython itself could not take the cell (nested too deep to compile)
+                error = raised
             line = None
             if error is not None:
                 text = str(error).strip().splitlines()
