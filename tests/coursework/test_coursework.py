@@ -498,23 +498,38 @@ def test_a_folder_of_student_folders_is_found_and_each_row_says_whose(tmp_path):
     assert (tmp_path / "sec2" / "alice" / "a2_attention.ipynb").as_posix() in found
 
 
-def test_a_notebook_and_the_zips_it_exported_are_one_submission_the_newest_graded(tmp_path):
-    """Otter's export cell writes ``<notebook>_<time>.zip`` beside the notebook: a student who hands in
-    the folder has one set of rows, from the newest file; a zip named otherwise is a submission of its own."""
-    alice, bob = tmp_path / "alice", tmp_path / "bob"
-    for folder, newest in ((alice, "a2_attention_2026_12_03T10_00_00_000001.zip"), (bob, "a2_attention.ipynb")):
-        folder.mkdir()
-        names = ["a2_attention.ipynb", "a2_attention_2026_12_01T09_00_00_000000.zip", newest]
-        for age, name in enumerate(dict.fromkeys([n for n in names if n != newest] + [newest])):
-            (folder / name).write_text("{}", encoding="utf-8")
-            os.utime(folder / name, (1_000_000 + age, 1_000_000 + age))
-    (bob / "a2_attention_final.zip").write_bytes(b"PK")
-    found = grading.submissions_in([tmp_path])
-    assert list(found) == [
-        "alice/a2_attention_2026_12_03T10_00_00_000001.zip",
-        "bob/a2_attention.ipynb",
-        "bob/a2_attention_final.zip",
-    ]
+def test_every_file_is_graded_a_notebook_and_its_export_alike(tmp_path):
+    """Files are never dropped by their names: in a flat folder of exports, every one has the same stem."""
+    for name in ("a2_attention_2026_12_01T09_00_00_000000.zip", "a2_attention_2026_12_03T10_00_00_000001.zip"):
+        (tmp_path / name).write_bytes(b"PK")
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "a2_attention.ipynb").write_text("{}", encoding="utf-8")
+    (tmp_path / "alice" / "a2_attention_2026_12_02T09_00_00_000000.zip").write_bytes(b"PK")
+    assert len(grading.submissions_in([tmp_path])) == 4
+
+
+def test_a_name_that_is_not_utf8_is_escaped_so_the_rows_can_be_written(tmp_path):
+    folder = os.fsencode(tmp_path / "mallory")
+    os.mkdir(folder)
+    with open(os.path.join(folder, b"a2_attention\xff.ipynb"), "wb") as f:
+        f.write(b"{}")
+    (name,) = grading.submissions_in([tmp_path])
+    assert name == "mallory/a2_attention\\xff.ipynb"
+    scores = [grading.Score(name, "q1", 0.0, 3.0, "not graded")]
+    grading.write_csv(scores, tmp_path / "grades.csv")  # it raised UnicodeEncodeError after the whole run
+    assert "a2_attention\\xff.ipynb" in grading.table(scores)
+
+
+def test_a_link_is_not_graded_whatever_it_names(tmp_path):
+    """A student's link could name the assignment's solutions on the grader's machine."""
+    solution = tmp_path / "solutions" / "a9.ipynb"
+    solution.parent.mkdir()
+    solution.write_bytes(notebook_bytes())
+    link = tmp_path / "mallory" / "a9.ipynb"
+    link.parent.mkdir()
+    link.symlink_to(solution)
+    with pytest.raises(grader.NotGraded, match=r"a9\.ipynb is a link to another file: hand in the notebook"):
+        grader.read_submission(link, "a9")
 
 
 def test_a_grading_only_helper_imported_from_the_library_says_where_it_is():

@@ -128,7 +128,10 @@ ASK_NOTEBOOK = "ask for the .ipynb as Jupyter saved it"
 
 def read_submission(path: Path, expected: str | None) -> HandedIn:
     """The notebook and the files beside it (a zip as the export cell writes it), read once, into memory,
-    and hashed. NotGraded, with what to hand in, for what cannot be read."""
+    and hashed. NotGraded, with what to hand in, for what cannot be read, and for a link: in a student's
+    folder, a link could name any file the grader's account can read (the assignment's own solutions)."""
+    if path.is_symlink():
+        raise NotGraded(f"{path.name} is a link to another file: hand in the notebook or its zip itself")
     try:
         data = path.read_bytes()
     except OSError as error:

@@ -415,42 +415,41 @@ def by_hand_scores(autograder: Path, submission: str) -> list[Score]:
     return [Score(submission, q, 0.0, float(p), BY_HAND_MESSAGE, by_hand=True) for q, p in questions.items()]
 
 
-EXPORTED = re.compile(r"_\d{4}_\d\d_\d\dT\d\d_\d\d_\d\d_\d{6}$")  # the time Otter's export adds to a zip's name
-
-
 def submissions_in(paths: list[str | os.PathLike]) -> dict[str, Path]:
     """The submissions named, by the name their rows get.
 
     A folder stands for every notebook and zip in it and in its subfolders (one a student, as GitHub
     Classroom's are), each named by its path inside that folder (``alice/a2_attention.ipynb``); a file
     named alone keeps its own name. Two files that would share a name are named by their whole paths.
-    In a folder, a notebook and the zips its export cell wrote beside it (``a2_attention_<time>.zip``)
-    are one student's one submission: the newest of them is graded, so the student has one set of rows.
+    Every file is graded, a notebook and the zip exported from it alike: which one a student meant is
+    not the grader's to guess, and dropping one could hide another student's. A name that is not UTF-8
+    is written with backslash escapes (``a2\\xff.ipynb``), so that the rows can always be written.
     """
     named: list[tuple[str, Path]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            newest: dict[tuple[Path, str], tuple[float, str, Path]] = {}  # (folder, notebook) → its newest file
             for file in sorted(path.rglob("*")):
                 inside = file.relative_to(path)
                 if file.suffix in (".ipynb", ".zip") and file.is_file() and ".ipynb_checkpoints" not in inside.parts:
-                    key = (file.parent, EXPORTED.sub("", file.stem))
-                    if key not in newest or file.stat().st_mtime >= newest[key][0]:
-                        newest[key] = (file.stat().st_mtime, inside.as_posix(), file)
-            named += sorted((name, file) for _, name, file in newest.values())
+                    named.append((_printable(inside.as_posix()), file))
         elif path.suffix not in (".ipynb", ".zip"):
             raise InvalidValue(f"{path} is not a submission: give notebooks (.ipynb), zips or folders of them")
         elif not path.is_file():
             raise MissingFile(f"no submission {path}")
         else:
-            named.append((path.name, path))
+            named.append((_printable(path.name), path))
     if not named:
         raise MissingFile(f"no submissions (.ipynb or .zip) in {', '.join(map(str, paths))}")
     files_of: dict[str, set[Path]] = {}
     for name, file in named:
         files_of.setdefault(name, set()).add(file.resolve())
-    return {name if len(files_of[name]) == 1 else file.as_posix(): file for name, file in named}
+    return {name if len(files_of[name]) == 1 else _printable(file.as_posix()): file for name, file in named}
+
+
+def _printable(name: str) -> str:
+    """A file's name as UTF-8 text: bytes that are not (kept by Python as surrogates) as ``\\xff`` escapes."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def grade(
