@@ -134,6 +134,7 @@ CHANGED = {
     "import torch\na, torch.x = 1, 2": "torch.x",
     "import torch\ndel torch.testing": "torch.testing",
     "import torch\ntorch.__dict__['allclose'] = None": "torch.__dict__",
+    "import transformer_lib\nvars(transformer_lib)['MultiHeadAttention'] = None": "transformer_lib.__dict__",
     "from transformer_lib.coursework import checks as c\nc.close = None": "transformer_lib.coursework.checks.close",
     "import book_tools.coursework.checks as g\ng.without = None": "book_tools.coursework.checks.without",
     "__builtins__.isinstance = None": "builtins.isinstance",
@@ -187,6 +188,30 @@ BUILT_ON = {  # notebooks whose MultiQueryAttention is, or derives from, the pac
         "a3000 = transformer_lib.MultiHeadAttention\nclass MultiQueryAttention(a0): pass",
     ],
     "itself": ["import transformer_lib", "MultiQueryAttention = transformer_lib.MultiHeadAttention"],
+    "unpacked": [
+        "import transformer_lib",
+        "Base, = transformer_lib.MultiHeadAttention,",
+        "class MultiQueryAttention(Base): pass",
+    ],
+    "a partial": [
+        "import functools, transformer_lib",
+        "class Impl(transformer_lib.MultiHeadAttention): pass",
+        "MultiQueryAttention = functools.partial(Impl, n_kv_heads=1)",
+    ],
+    "a loop": [
+        "import transformer_lib",
+        "for Base in [transformer_lib.MultiHeadAttention]:\n    pass",
+        "class MultiQueryAttention(Base): pass",
+    ],
+    "bases set later": [
+        "import torch, transformer_lib",
+        "class MultiQueryAttention(torch.nn.Module): pass",
+        "MultiQueryAttention.__bases__ = (transformer_lib.MultiHeadAttention,)",
+    ],
+    "a decorator": [
+        "import transformer_lib",
+        "@lambda c: transformer_lib.MultiHeadAttention\nclass MultiQueryAttention: pass",
+    ],
 }
 OWN = [
     "import torch\nfrom transformer_lib import MultiHeadAttention\nclass MultiQueryAttention(torch.nn.Module): pass",

@@ -147,9 +147,11 @@ points = 1
 @test_case(points=1, hidden=True)
 def test_own(Mine):
     from book_tools.coursework.checks import inherits
-    from transformer_lib.coursework.checks import Wrong
+    from transformer_lib.coursework.checks import Wrong, call
     if inherits(Mine, "transformer_lib.MultiHeadAttention"):
         raise Wrong("Mine is built on transformer_lib.MultiHeadAttention")
+    if inherits(call(Mine, 8, 2, name="Mine(8, 2)"), "transformer_lib.MultiHeadAttention"):
+        raise Wrong("Mine(8, 2) builds a transformer_lib.MultiHeadAttention")
 """
 }
 FORGE_SUBCLASS = (  # the submission's process answers "not a subclass" whatever it is asked
@@ -160,21 +162,43 @@ FORGE_SUBCLASS = (  # the submission's process answers "not a subclass" whatever
 )
 
 
+HIDDEN = "getattr(transformer_lib, 'MultiHead' + 'Attention')"  # a name computed at run time: not read
+
+
 @pytest.mark.parametrize(
     "cells",
     [
         ["import transformer_lib", "class Mine(transformer_lib.MultiHeadAttention):\n    pass", FORGE_SUBCLASS],
-        ["import transformer_lib", "Mine = type('Mine', (getattr(transformer_lib, 'MultiHead' + 'Attention'),), {})"],
+        ["import transformer_lib", f"Mine = type('Mine', ({HIDDEN},), {{}})"],
+        ["import functools, transformer_lib", f"Mine = functools.partial({HIDDEN})"],
+        [
+            "import torch, transformer_lib",
+            f"class Mine(torch.nn.Module):\n    def __new__(cls, d, h):\n        return {HIDDEN}(d, h)",
+        ],
+        [
+            "import transformer_lib",
+            f"class Mine({HIDDEN}):\n    pass",
+            "vars(transformer_lib)['MultiHeadAttention'] = type('Elsewhere', (), {})",
+        ],
     ],
-    ids=["read from the notebook, whatever its process says", "built at run time, asked of its process"],
+    ids=[
+        "read from the notebook, whatever its process says",
+        "built at run time, asked of its process",
+        "a factory: what it builds is asked",
+        "a __new__ that builds the package's",
+        "the package's name rebound: the class as it was before the notebook ran",
+    ],
 )
 def test_a_class_built_on_the_packages_is_refused(tmp_path, clean, cells):
     questions, _ = grade(tmp_path, cells, tests=OWN_CLASS)
-    assert questions["q1"][0] == 0 and "built on transformer_lib.MultiHeadAttention" in questions["q1"][1]
+    assert questions["q1"][0] == 0 and "transformer_lib.MultiHeadAttention" in questions["q1"][1], questions
 
 
 def test_a_class_of_ones_own_passes(tmp_path, clean):
-    cells = ["import torch, transformer_lib", "class Mine(torch.nn.Module):\n    pass"]
+    cells = [
+        "import torch, transformer_lib",
+        "class Mine(torch.nn.Module):\n    def __init__(self, d, h):\n        super().__init__()",
+    ]
     assert grade(tmp_path, cells, tests=OWN_CLASS)[0] == {"q1": (1, "passed")}
 
 

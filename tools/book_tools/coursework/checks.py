@@ -229,13 +229,15 @@ def gradient(function: Any, *args: Any, name: str, wrt: int = 0, **kwargs: Any) 
 
 
 def inherits(answer: Any, dotted: str) -> bool:
-    """Whether ``answer`` is, or derives from, the class ``dotted`` names (``transformer_lib.MultiHeadAttention``).
+    """Whether ``answer`` is, derives from, or is an instance of the class ``dotted`` names
+    (``transformer_lib.MultiHeadAttention``): ask it of a learner's class, and of what the class builds.
 
     For an answer in a submission's process, the grader first reads the notebook it holds
-    (:func:`book_tools.coursework.guard.ancestors`): a class statement, an import or an assignment
-    that names the class there says so, whatever the process does. Then that process is asked too,
-    for classes built from names computed at run time: that answer is its word, which code reaching
-    the grading's objects in its own memory can change (book/instructors.md says so)."""
+    (:func:`book_tools.coursework.guard.ancestors`): a class statement, an import, an assignment or a
+    call that names the class on the way to the answer's name says so, whatever the process does. Then
+    that process is asked, with the class as it was before the notebook ran; a process that cannot
+    answer loses the question. That answer is its word, which code reaching the grading's objects in
+    its own memory can change (book/instructors.md says so)."""
     module, _, attr = dotted.rpartition(".")
     target = getattr(importlib.import_module(module), attr)
     if _remote(answer):
@@ -245,10 +247,10 @@ def inherits(answer: Any, dotted: str) -> bool:
         if answer._root and any(_names(name, target) for name in ancestors(cells, answer._root)):
             return True
         try:
-            return bool(answer._sandbox.ask(("subclass", answer, dotted), root=answer._root, handle=answer))
-        except Exception:
-            return False
-    return isinstance(answer, type) and issubclass(answer, target)
+            return answer._sandbox.ask(("subclass", answer, dotted), root=answer._root, handle=answer) is True
+        except (Stopped, RemoteError) as error:
+            raise Wrong(f"whether the answer is built on {dotted} could not be asked: {error}") from None
+    return isinstance(answer, target) or (isinstance(answer, type) and issubclass(answer, target))
 
 
 def _names(dotted: str, target: Any) -> bool:

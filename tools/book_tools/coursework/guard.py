@@ -72,10 +72,16 @@ def _imported(tree: ast.AST) -> dict[str, str]:
 def _dotted(node: ast.AST, names: dict[str, str]) -> str | None:
     """``torch.nn.functional.softmax`` for an attribute chain rooted at a watched name, else None."""
     parts = []
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        if isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-        node = node.value
+    while True:
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            if isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "vars" and node.args:
+            parts.append("__dict__")  # vars(torch)["allclose"] = ... is torch.__dict__["allclose"] = ...
+            node = node.args[0]
+        else:
+            break
     if not isinstance(node, ast.Name) or node.id not in names:
         return None
     dotted = ".".join([names[node.id], *reversed(parts)])
@@ -133,8 +139,10 @@ def ancestors(cells: Any, name: str) -> set[str]:
     """The dotted names of what the notebook's ``name`` is or derives from, read from its cells' text.
 
     Every binding counts, in any cell: an import (``from transformer_lib import MultiHeadAttention as
-    M``, or ``*``), an assignment of a name or an attribute (``Base = tl.MultiHeadAttention``), a class
-    statement's bases, ``type(name, bases, namespace)``, followed through the notebook's own classes.
+    M``, or ``*``), an assignment (``Base = tl.MultiHeadAttention``, ``Base, = (tl.MultiHeadAttention,)``,
+    ``M := ...``), a ``for`` or ``with`` target, a class statement's bases and decorators, ``X.__bases__ =``,
+    ``type(name, bases, namespace)``, followed through the notebook's own classes; what a call is made
+    on and with counts as what it gives (``functools.partial(Base, ...)``).
     The grader reads this from the notebook it holds, so code that runs in the submission's process
     cannot change it; a class built from names computed at run time is not seen.
     """
@@ -142,6 +150,27 @@ def ancestors(cells: Any, name: str) -> set[str]:
     assigned: dict[str, list[ast.expr]] = {}
     bases: dict[str, list[ast.expr]] = {}
     starred: set[str] = set()  # modules imported with *: any name may be theirs
+
+    def bind(target: ast.expr, value: ast.expr) -> None:
+        """Record that ``target`` (a name, or names unpacked) is given ``value``, or a part of it."""
+        pairs = [(target, value)]
+        while pairs:
+            target, value = pairs.pop()
+            if isinstance(target, ast.Starred):
+                pairs.append((target.value, value))
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                same = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+                pairs += zip(target.elts, value.elts, strict=True) if same else [(t, value) for t in target.elts]
+            elif isinstance(target, ast.Attribute) and target.attr == "__bases__":  # X.__bases__ = (B,), later
+                if isinstance(target.value, ast.Name):
+                    bases.setdefault(target.value.id, []).append(value)
+            elif isinstance(target, ast.Name):
+                called = value.func if isinstance(value, ast.Call) else None
+                if isinstance(called, ast.Name) and called.id == "type" and len(value.args) > 1:
+                    bases.setdefault(target.id, []).append(value.args[1])  # X = type("X", (B,), {})
+                else:
+                    assigned.setdefault(target.id, []).append(value)
+
     for tree in _parsed(cells):
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -156,16 +185,14 @@ def ancestors(cells: Any, name: str) -> set[str]:
                         imported.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
             elif isinstance(node, ast.ClassDef):
                 bases.setdefault(node.name, []).extend(node.bases)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                value = node.value
-                built = isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "type"
+                assigned.setdefault(node.name, []).extend(node.decorator_list)  # a decorator may replace it
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    if not isinstance(target, ast.Name):
-                        continue
-                    if built and len(value.args) > 1 and isinstance(value.args[1], (ast.Tuple, ast.List)):
-                        bases.setdefault(target.id, []).extend(value.args[1].elts)  # X = type("X", (B,), {})
-                    else:
-                        assigned.setdefault(target.id, []).append(value)
+                    bind(target, node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                bind(node.target, node.iter)  # for M in (A, B): M may be either
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                bind(node.optional_vars, node.context_expr)
 
     def meanings(expression: ast.expr) -> set[str]:
         """What an expression may name: dotted names, or NOTEBOOK + a class of the notebook's. Followed with a
@@ -174,6 +201,19 @@ def ancestors(cells: Any, name: str) -> set[str]:
         stack, visited = [(expression, "")], set()
         while stack:
             node, suffix = stack.pop()  # suffix: the attributes read from it, ".attention.MultiHeadAttention"
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):  # (B,), a part of one, any of them
+                stack += [(element, suffix) for element in node.elts]
+                continue
+            if isinstance(node, (ast.Starred, ast.Subscript, ast.NamedExpr)):  # *B, B[0], (x := B)
+                stack.append((node.value, suffix))
+                continue
+            if isinstance(node, ast.Lambda):  # lambda c: B (a decorator that replaces the class)
+                stack.append((node.body, suffix))
+                continue
+            if isinstance(node, ast.Call):  # partial(B, ...), f(B): what it is called on may be what it gives
+                parts = [node.func, *node.args, *(keyword.value for keyword in node.keywords)]
+                stack += [(part, suffix) for part in parts]
+                continue
             attributes = []
             while isinstance(node, ast.Attribute):
                 attributes.append(node.attr)

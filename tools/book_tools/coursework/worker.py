@@ -237,9 +237,17 @@ class Worker:
         return list(obj)
 
     def op_subclass(self, obj: Any, dotted: str) -> bool:
+        """Whether ``obj`` is, derives from, or is an instance of the class ``dotted`` named before the
+        notebook ran (a notebook that rebinds the name does not change the answer)."""
+        target = self.original(dotted)
+        return isinstance(obj, target) or (isinstance(obj, type) and issubclass(obj, target))
+
+    def original(self, dotted: str) -> Any:
+        """What ``dotted`` named before the notebook ran (``_snapshot``), else what it names now."""
         from book_tools.coursework import checks
 
-        return isinstance(obj, type) and issubclass(obj, checks.resolve(dotted))
+        module, _, attr = dotted.rpartition(".")
+        return self.before[(module, attr)] if (module, attr) in self.before else checks.resolve(dotted)
 
     def op_gradient(self, function: Any, args: tuple, kwargs: dict, wrt: int) -> tuple:
         import torch
@@ -259,7 +267,7 @@ class Worker:
         found = {}
         for dotted in components:
             with contextlib.suppress(Exception):
-                found[dotted] = checks.resolve(dotted)
+                found[dotted] = self.original(dotted)
         stack.enter_context(checks.without(found, checks.globals_of(*owners)))
         self.contexts[id(stack)] = stack
         return id(stack)
