@@ -132,6 +132,28 @@ def test_patching_what_the_tests_compare_with_changes_nothing_but_is_said(tmp_pa
     assert "torch.allclose" in refused and "torch.equal" in refused and "checks.close" in refused
 
 
+def test_one_submission_cannot_stop_the_run_for_the_others(tmp_path, clean):
+    """A message no encoding writes, and folders nested past Python's recursion limit (shutil.rmtree
+    and rglob recurse): the run ends with its CSV, every student graded, nothing left behind."""
+    hostile = [
+        *HONEST[:2],
+        "def total(xs):\n    raise ValueError('\\udc80')",
+        "import os\nfor _ in range(1500):\n    os.mkdir('d')\n    os.chdir('d')",
+    ]
+    folder = tmp_path / "submissions"
+    for student, cells in {"alice": HONEST, "mallory": hostile}.items():
+        (folder / student).mkdir(parents=True)
+        notebook = nbformat.v4.new_notebook(
+            cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={"otter": {"assignment_name": "a9"}}
+        )
+        nbformat.write(notebook, folder / student / "a9.ipynb")
+    scores = grading.grade(autograder(tmp_path), [folder], tmp_path / "grades.csv", seconds=120)
+    rows = {(s.submission, s.question): s for s in scores}
+    assert rows["alice/a9.ipynb", "q2"].points == 3 and rows["mallory/a9.ipynb", "q1"].points == 2
+    assert rows["mallory/a9.ipynb", "q2"].points == 0 and "\\x80" in rows["mallory/a9.ipynb", "q2"].message
+    assert "mallory/a9.ipynb" in (tmp_path / "grades.csv").read_text(encoding="utf-8")
+
+
 def test_a_cell_too_deeply_nested_for_python_fails_alone(tmp_path, clean):
     """Python cannot compile it (RecursionError, in IPython itself): that cell fails, the rest is graded."""
     questions, _ = grade(tmp_path, [*HONEST, "x = " + "a." * 5000 + "b"])

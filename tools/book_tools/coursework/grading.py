@@ -351,14 +351,13 @@ def grade_one(
         graded = {"not_graded": why, "questions": {}, "notes": []}
     rows = []
     if graded["not_graded"]:
-        rows.append(
-            Score(submission.name, "-", 0.0, possible_points(autograder), f"not graded: {graded['not_graded']}")
-        )
+        reason = _printable(f"not graded: {graded['not_graded']}")
+        rows.append(Score(submission.name, "-", 0.0, possible_points(autograder), reason))
     for question, (points, possible, message) in graded["questions"].items():
-        rows.append(Score(submission.name, question, float(points), float(possible), message))
+        rows.append(Score(submission.name, question, float(points), float(possible), _printable(message)))
     rows += by_hand_scores(autograder, submission.name)
     if graded["notes"]:
-        notes = "; ".join(portable(note) for note in graded["notes"])
+        notes = _printable("; ".join(portable(note) for note in graded["notes"]))
         rows.append(Score(submission.name, NOTES_ROW, 0.0, 0.0, notes, note=True))
     return rows
 
@@ -429,7 +428,7 @@ def submissions_in(paths: list[str | os.PathLike]) -> dict[str, Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for file in sorted(path.rglob("*")):
+            for file in _files_under(path):
                 inside = file.relative_to(path)
                 if file.suffix in (".ipynb", ".zip") and file.is_file() and ".ipynb_checkpoints" not in inside.parts:
                     named.append((_printable(inside.as_posix()), file))
@@ -447,9 +446,27 @@ def submissions_in(paths: list[str | os.PathLike]) -> dict[str, Path]:
     return {name if len(files_of[name]) == 1 else _printable(file.as_posix()): file for name, file in named}
 
 
-def _printable(name: str) -> str:
-    """A file's name as UTF-8 text: bytes that are not (kept by Python as surrogates) as ``\\xff`` escapes."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
+def _files_under(folder: Path) -> list[Path]:
+    """Every file under ``folder``, in order, links to folders not followed; walked with a stack, so that
+    a student's folders nested past Python's recursion limit cannot stop the run (``rglob`` recurses)."""
+    found, stack = [], [folder]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            (stack if entry.is_dir(follow_symlinks=False) else found).append(Path(entry.path))
+    return sorted(found)
+
+
+def _printable(text: str) -> str:
+    """``text`` as UTF-8 that can be written: a file name's bytes that are not UTF-8 (kept by Python as
+    surrogates) as ``\\xff`` escapes, any other surrogate (a message a submission made) as ``\\udc80``."""
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def grade(
