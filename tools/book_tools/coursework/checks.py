@@ -98,16 +98,26 @@ def unavailable(what: str) -> Callable[..., Any]:
 def without(components: dict[str, Any], namespaces: tuple[dict, ...] = ()) -> Iterator[None]:
     """Run the block with each component (``{"transformer_lib.X": X}``) replaced everywhere it is reachable.
 
-    Replaced: every attribute of a loaded ``transformer_lib`` or ``torch`` module that is the
-    component, and every name in ``namespaces`` (a learner's globals, where ``from ... import``
-    put its own references) bound to it. Everything is put back afterwards.
+    Replaced: every attribute of a loaded ``transformer_lib``, ``torch`` or ``sacrebleu`` module that is
+    the component, every entry of a dict such a module holds that is (sacrebleu's ``METRICS["BLEU"]``),
+    and every name in ``namespaces`` (a learner's globals, where ``from ... import`` put its own
+    references) bound to it. Everything is put back afterwards. Each name must name its component
+    (ValueError otherwise): where the submission runs apart, the component is found by its name.
     """
+    for name, obj in components.items():
+        try:
+            named = resolve(name)
+        except (ImportError, AttributeError):
+            named = None
+        if named is not obj:
+            raise ValueError(f"without: {name!r} does not name the component given with it")
     if isinstance(namespaces, RemoteNamespaces):  # replaced in the submission's process, not here
         with _remote_context(namespaces, "without", list(components)):
             yield
         return
     targets = {id(obj): (name, unavailable(name)) for name, obj in components.items()}
     replaced: list[tuple[Any, str, Any]] = []
+    packages = {name.split(".")[0] for name in components}  # where a dict of them is looked into
     modules = [m for n, m in list(sys.modules.items()) if n.split(".")[0] in ("transformer_lib", "torch", "sacrebleu")]
     try:
         for module in modules:
@@ -115,6 +125,11 @@ def without(components: dict[str, Any], namespaces: tuple[dict, ...] = ()) -> It
                 if id(value) in targets:
                     replaced.append((module, attr, value))
                     setattr(module, attr, targets[id(value)][1])
+                elif type(value) is dict and module.__name__.split(".")[0] in packages:  # type(): reads nothing lazy
+                    for key, entry in list(value.items()):
+                        if id(entry) in targets:
+                            replaced.append((value, key, entry))
+                            value[key] = targets[id(entry)][1]
         for namespace in namespaces:
             for attr, value in list(namespace.items()):
                 if id(value) in targets:
