@@ -208,6 +208,15 @@ BUILT_ON = {  # notebooks whose MultiQueryAttention is, or derives from, the pac
         "class MultiQueryAttention(torch.nn.Module): pass",
         "MultiQueryAttention.__bases__ = (transformer_lib.MultiHeadAttention,)",
     ],
+    "its methods taken": [
+        "import torch, transformer_lib",
+        "class MultiQueryAttention(torch.nn.Module):\n    forward = transformer_lib.MultiHeadAttention.forward",
+    ],
+    "a default argument": [
+        "import torch, transformer_lib",
+        "class MultiQueryAttention(torch.nn.Module):\n"
+        "    def __init__(self, d, h, make=transformer_lib.MultiHeadAttention):\n        super().__init__()",
+    ],
     "a decorator": [
         "import transformer_lib",
         "@lambda c: transformer_lib.MultiHeadAttention\nclass MultiQueryAttention: pass",
@@ -215,7 +224,9 @@ BUILT_ON = {  # notebooks whose MultiQueryAttention is, or derives from, the pac
 }
 OWN = [
     "import torch\nfrom transformer_lib import MultiHeadAttention\nclass MultiQueryAttention(torch.nn.Module): pass",
-    "import transformer_lib\nclass MultiQueryAttention:\n    base = transformer_lib.MultiHeadAttention",
+    # a method that names the package's class looks it up when called: taken away with it
+    "import transformer_lib\n"
+    "class MultiQueryAttention:\n    def f(self):\n        return transformer_lib.MultiHeadAttention",
     "A = B\nB = A\nclass MultiQueryAttention(A): pass",  # a loop of names is followed once
 ]
 

@@ -202,6 +202,7 @@ HIDDEN = "getattr(transformer_lib, 'MultiHead' + 'Attention')"  # a name compute
             f"class Mine({HIDDEN}):\n    pass",
             "vars(transformer_lib)['MultiHeadAttention'] = type('Elsewhere', (), {})",
         ],
+        ["import torch, transformer_lib", f"class Mine(torch.nn.Module):\n    pass\nMine.forward = {HIDDEN}.forward"],
     ],
     ids=[
         "read from the notebook, whatever its process says",
@@ -209,6 +210,7 @@ HIDDEN = "getattr(transformer_lib, 'MultiHead' + 'Attention')"  # a name compute
         "a factory: what it builds is asked",
         "a __new__ that builds the package's",
         "the package's name rebound: the class as it was before the notebook ran",
+        "its methods taken at run time",
     ],
 )
 def test_a_class_built_on_the_packages_is_refused(tmp_path, clean, cells):

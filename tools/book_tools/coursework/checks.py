@@ -269,13 +269,18 @@ def inherits(answer: Any, dotted: str) -> bool:
 
 
 def _names(dotted: str, target: Any) -> bool:
-    """Whether ``dotted`` (a name read from a notebook) is ``target``, looked up only in ``target``'s own package."""
-    if dotted.split(".")[0] != target.__module__.split(".")[0]:
+    """Whether ``dotted`` (a name read from a notebook) is ``target`` or something of it
+    (``transformer_lib.MultiHeadAttention.forward``), looked up only in ``target``'s own package."""
+    parts = dotted.split(".")
+    if parts[0] != target.__module__.split(".")[0]:
         return False
-    try:
-        return resolve(dotted) is target
-    except (ImportError, AttributeError):
-        return False
+    for end in range(len(parts), 1, -1):
+        try:
+            if resolve(".".join(parts[:end])) is target:
+                return True
+        except (ImportError, AttributeError):
+            continue
+    return False
 
 
 def resolve(dotted: str) -> Any:

@@ -141,8 +141,9 @@ def ancestors(cells: Any, name: str) -> set[str]:
     Every binding counts, in any cell: an import (``from transformer_lib import MultiHeadAttention as
     M``, or ``*``), an assignment (``Base = tl.MultiHeadAttention``, ``Base, = (tl.MultiHeadAttention,)``,
     ``M := ...``), a ``for`` or ``with`` target, a class statement's bases and decorators, ``X.__bases__ =``,
-    ``type(name, bases, namespace)``, followed through the notebook's own classes; what a call is made
-    on and with counts as what it gives (``functools.partial(Base, ...)``).
+    ``type(name, bases, namespace)``, followed through the notebook's own classes, and what their bodies
+    keep (attributes, methods' defaults); what a call is made on and with counts as what it gives
+    (``functools.partial(Base, ...)``).
     The grader reads this from the notebook it holds, so code that runs in the submission's process
     cannot change it; a class built from names computed at run time is not seen.
     """
@@ -150,6 +151,7 @@ def ancestors(cells: Any, name: str) -> set[str]:
     assigned: dict[str, list[ast.expr]] = {}
     bases: dict[str, list[ast.expr]] = {}
     starred: set[str] = set()  # modules imported with *: any name may be theirs
+    taken: dict[str, list[ast.expr]] = {}  # what a class's body keeps from elsewhere: attributes, defaults
 
     def bind(target: ast.expr, value: ast.expr) -> None:
         """Record that ``target`` (a name, or names unpacked) is given ``value``, or a part of it."""
@@ -186,6 +188,7 @@ def ancestors(cells: Any, name: str) -> set[str]:
             elif isinstance(node, ast.ClassDef):
                 bases.setdefault(node.name, []).extend(node.bases)
                 assigned.setdefault(node.name, []).extend(node.decorator_list)  # a decorator may replace it
+                taken.setdefault(node.name, []).extend(_taken(node))
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                     bind(target, node.value)
@@ -238,9 +241,21 @@ def ancestors(cells: Any, name: str) -> set[str]:
             continue
         found.add(meaning)
         if meaning.startswith(NOTEBOOK):
-            for base in bases.get(meaning[len(NOTEBOOK) :], []):
+            for base in bases.get(meaning[len(NOTEBOOK) :], []) + taken.get(meaning[len(NOTEBOOK) :], []):
                 todo += meanings(base)
     return {meaning for meaning in found if not meaning.startswith(NOTEBOOK)}
+
+
+def _taken(cls: ast.ClassDef) -> list[ast.expr]:
+    """What a class statement's body keeps from elsewhere when it runs: its attributes' values
+    (``forward = MultiHeadAttention.forward``) and its methods' default arguments."""
+    found: list[ast.expr] = []
+    for statement in cls.body:
+        if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+            found.append(statement.value)
+        elif isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found += [*statement.args.defaults, *(d for d in statement.args.kw_defaults if d is not None)]
+    return found
 
 
 class LibraryGuard(plugin_base()):

@@ -238,9 +238,19 @@ class Worker:
 
     def op_subclass(self, obj: Any, dotted: str) -> bool:
         """Whether ``obj`` is, derives from, or is an instance of the class ``dotted`` named before the
-        notebook ran (a notebook that rebinds the name does not change the answer)."""
+        notebook ran (a notebook that rebinds the name does not change the answer), or its class holds
+        that class's functions (``forward = MultiHeadAttention.forward``)."""
         target = self.original(dotted)
-        return isinstance(obj, target) or (isinstance(obj, type) and issubclass(obj, target))
+        if isinstance(obj, target) or (isinstance(obj, type) and issubclass(obj, target)):
+            return True
+        cls = obj if isinstance(obj, type) else type(obj)
+        prefix = f"{target.__qualname__}."
+        return any(
+            getattr(value, "__module__", None) == target.__module__
+            and str(getattr(value, "__qualname__", "")).startswith(prefix)
+            for klass in getattr(cls, "__mro__", (cls,))
+            for value in vars(klass).values()
+        )
 
     def original(self, dotted: str) -> Any:
         """What ``dotted`` named before the notebook ran (``_snapshot``), else what it names now."""
