@@ -228,6 +228,14 @@ OWN = [
     "import transformer_lib\n"
     "class MultiQueryAttention:\n    def f(self):\n        return transformer_lib.MultiHeadAttention",
     "A = B\nB = A\nclass MultiQueryAttention(A): pass",  # a loop of names is followed once
+    "import torch\nx = x.view(3)\nclass MultiQueryAttention(x): pass",  # a name that grows: read so far
+    # the student's own MultiHeadAttention, beside the package's imported to compare: left to the run
+    "import torch, transformer_lib\nclass MultiHeadAttention(torch.nn.Module): pass\n"
+    "class MultiQueryAttention(MultiHeadAttention): pass\n"
+    "def compare():\n    from transformer_lib import MultiHeadAttention\n    return MultiHeadAttention(8, 2)",
+    "import torch, transformer_lib\ndef compare(nn):\n    return nn\nclass MultiQueryAttention(torch.nn.Module): pass",
+    # a name of the package that importing would run: read among the loaded modules only, never imported
+    "import transformer_lib.__main__ as m\nclass MultiQueryAttention(m.X): pass",
 ]
 
 
@@ -245,6 +253,26 @@ def test_a_class_of_ones_own_is_not_taken_for_the_packages(source):
 
     found = guard.ancestors([source], "MultiQueryAttention")
     assert not any(_names(name, transformer_lib.MultiHeadAttention) for name in found), found
+
+
+def test_without_refuses_a_name_that_does_not_name_its_component():
+    """Where the submission runs apart, a component is found there by its name alone."""
+    from book_tools.coursework.checks import without
+
+    with pytest.raises(ValueError, match="'Residual' does not name"), without({"Residual": transformer_lib.Encoder}):
+        pass
+
+
+def test_without_empties_a_librarys_own_tables_and_puts_them_back():
+    import sacrebleu
+    from sacrebleu.metrics import METRICS
+
+    from book_tools.coursework.checks import without
+
+    bleu = sacrebleu.BLEU
+    with without({"sacrebleu.BLEU": bleu}):
+        assert METRICS["BLEU"] is not bleu
+    assert METRICS["BLEU"] is bleu
 
 
 def test_the_guard_fails_every_question_with_its_finding():

@@ -218,6 +218,13 @@ def test_a_class_built_on_the_packages_is_refused(tmp_path, clean, cells):
     assert questions["q1"][0] == 0 and "transformer_lib.MultiHeadAttention" in questions["q1"][1], questions
 
 
+def test_a_forged_process_is_believed_for_names_computed_at_run_time(tmp_path, clean):
+    """The control for the first case above, and the limit book/instructors.md states: the forgery does
+    change the process's answer, so only what the notebook's text shows holds against it."""
+    cells = ["import transformer_lib", f"class Mine({HIDDEN}):\n    pass", FORGE_SUBCLASS]
+    assert grade(tmp_path, cells, tests=OWN_CLASS)[0] == {"q1": (1, "passed")}
+
+
 def test_a_class_of_ones_own_passes(tmp_path, clean):
     cells = [
         "import torch, transformer_lib",

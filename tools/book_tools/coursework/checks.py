@@ -99,10 +99,11 @@ def without(components: dict[str, Any], namespaces: tuple[dict, ...] = ()) -> It
     """Run the block with each component (``{"transformer_lib.X": X}``) replaced everywhere it is reachable.
 
     Replaced: every attribute of a loaded ``transformer_lib``, ``torch`` or ``sacrebleu`` module that is
-    the component, every entry of a dict such a module holds that is (sacrebleu's ``METRICS["BLEU"]``),
-    and every name in ``namespaces`` (a learner's globals, where ``from ... import`` put its own
-    references) bound to it. Everything is put back afterwards. Each name must name its component
-    (ValueError otherwise): where the submission runs apart, the component is found by its name.
+    the component, every entry that is of a dict held by a module of the component's own package
+    (sacrebleu's ``METRICS["BLEU"]``), and every name in ``namespaces`` (a learner's globals, where
+    ``from ... import`` put its own references) bound to it. Everything is put back afterwards. Each
+    name must name its component (ValueError otherwise): where the submission runs apart, the
+    component is found by its name.
     """
     for name, obj in components.items():
         try:
@@ -265,7 +266,22 @@ def inherits(answer: Any, dotted: str) -> bool:
             return answer._sandbox.ask(("subclass", answer, dotted), root=answer._root, handle=answer) is True
         except (Stopped, RemoteError) as error:
             raise Wrong(f"whether the answer is built on {dotted} could not be asked: {error}") from None
-    return isinstance(answer, target) or (isinstance(answer, type) and issubclass(answer, target))
+    return built_on(answer, target)
+
+
+def built_on(obj: Any, target: type) -> bool:
+    """Whether ``obj`` is, derives from, or is an instance of ``target``, or its class holds functions
+    of ``target``'s (``forward = MultiHeadAttention.forward``): asked where the answer runs."""
+    if isinstance(obj, target) or (isinstance(obj, type) and issubclass(obj, target)):
+        return True
+    cls = obj if isinstance(obj, type) else type(obj)
+    prefix = f"{target.__qualname__}."
+    return any(
+        getattr(value, "__module__", None) == target.__module__
+        and str(getattr(value, "__qualname__", "")).startswith(prefix)
+        for klass in getattr(cls, "__mro__", (cls,))
+        for value in vars(klass).values()
+    )
 
 
 def _names(dotted: str, target: Any) -> bool:
@@ -275,12 +291,22 @@ def _names(dotted: str, target: Any) -> bool:
     if parts[0] != target.__module__.split(".")[0]:
         return False
     for end in range(len(parts), 1, -1):
-        try:
-            if resolve(".".join(parts[:end])) is target:
-                return True
-        except (ImportError, AttributeError):
-            continue
+        if _loaded(parts[:end]) is target:
+            return True
     return False
+
+
+def _loaded(parts: list[str]) -> Any:
+    """What ``parts`` (a dotted name, split) names among the modules already loaded, or None: nothing is
+    imported for a name a notebook wrote (importing runs a module: ``transformer_lib.__main__``)."""
+    for cut in range(len(parts), 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is not None:
+            obj = module
+            for part in parts[cut:]:
+                obj = getattr(obj, part, None)
+            return obj
+    return None
 
 
 def resolve(dotted: str) -> Any:

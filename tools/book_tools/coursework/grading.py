@@ -461,8 +461,8 @@ def _files_under(folder: Path) -> list[Path]:
 
 
 def _printable(text: str) -> str:
-    """``text`` as UTF-8 that can be written: a file name's bytes that are not UTF-8 (kept by Python as
-    surrogates) as ``\\xff`` escapes, any other surrogate (a message a submission made) as ``\\udc80``."""
+    """``text`` as UTF-8 that can be written: a surrogate, a byte that was not UTF-8 in a file's name or a
+    message a submission made, as an escape (``\\xff``; ``\\ud800`` for one no byte stands for)."""
     try:
         return os.fsencode(text).decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:

@@ -133,6 +133,7 @@ def changes(cells: Any) -> list[str]:
 
 
 NOTEBOOK = "<notebook>."  # what a name the notebook's own class statements bind is read as
+LONGEST = 12  # attributes read from a name: no package's path is longer (x = x.view(3) would grow forever)
 
 
 def ancestors(cells: Any, name: str) -> set[str]:
@@ -144,14 +145,18 @@ def ancestors(cells: Any, name: str) -> set[str]:
     ``type(name, bases, namespace)``, followed through the notebook's own classes, and what their bodies
     keep (attributes, methods' defaults); what a call is made on and with counts as what it gives
     (``functools.partial(Base, ...)``).
-    The grader reads this from the notebook it holds, so code that runs in the submission's process
-    cannot change it; a class built from names computed at run time is not seen.
+    Only names bound once are followed: a name bound by several statements (the student's own
+    ``MultiHeadAttention`` beside an import of the package's, a function's parameter) could be any
+    of them, and is left to the run. The grader reads this from the notebook it holds, so code that
+    runs in the submission's process cannot change it; a class built from names computed at run time
+    is not seen.
     """
     imported: dict[str, set[str]] = {}
     assigned: dict[str, list[ast.expr]] = {}
     bases: dict[str, list[ast.expr]] = {}
     starred: set[str] = set()  # modules imported with *: any name may be theirs
     taken: dict[str, list[ast.expr]] = {}  # what a class's body keeps from elsewhere: attributes, defaults
+    bound: dict[str, int] = {}  # how many statements bind each name: one binding is read, several are not
 
     def bind(target: ast.expr, value: ast.expr) -> None:
         """Record that ``target`` (a name, or names unpacked) is given ``value``, or a part of it."""
@@ -167,6 +172,7 @@ def ancestors(cells: Any, name: str) -> set[str]:
                 if isinstance(target.value, ast.Name):
                     bases.setdefault(target.value.id, []).append(value)
             elif isinstance(target, ast.Name):
+                bound[target.id] = bound.get(target.id, 0) + 1
                 called = value.func if isinstance(value, ast.Call) else None
                 if isinstance(called, ast.Name) and called.id == "type" and len(value.args) > 1:
                     bases.setdefault(target.id, []).append(value.args[1])  # X = type("X", (B,), {})
@@ -177,15 +183,21 @@ def ancestors(cells: Any, name: str) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    bound = alias.asname or alias.name.split(".")[0]
-                    imported.setdefault(bound, set()).add(alias.name if alias.asname else bound)
+                    name_bound = alias.asname or alias.name.split(".")[0]
+                    imported.setdefault(name_bound, set()).add(alias.name if alias.asname else name_bound)
+                    bound[name_bound] = bound.get(name_bound, 0) + 1
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for alias in node.names:
                     if alias.name == "*":
                         starred.add(node.module)
                     else:
                         imported.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+                        bound[alias.asname or alias.name] = bound.get(alias.asname or alias.name, 0) + 1
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for argument in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
+                    bound[argument.arg] = bound.get(argument.arg, 0) + 2  # a parameter: any value at all
             elif isinstance(node, ast.ClassDef):
+                bound[node.name] = bound.get(node.name, 0) + 1
                 bases.setdefault(node.name, []).extend(node.bases)
                 assigned.setdefault(node.name, []).extend(node.decorator_list)  # a decorator may replace it
                 taken.setdefault(node.name, []).extend(_taken(node))
@@ -222,7 +234,9 @@ def ancestors(cells: Any, name: str) -> set[str]:
                 attributes.append(node.attr)
                 node = node.value
             suffix = "".join(f".{attribute}" for attribute in reversed(attributes)) + suffix
-            if not isinstance(node, ast.Name) or (node.id, suffix) in visited:
+            if not isinstance(node, ast.Name) or (node.id, suffix) in visited or suffix.count(".") > LONGEST:
+                continue
+            if bound.get(node.id, 0) > 1:  # bound by several statements: which one holds is the run's to say
                 continue
             visited.add((node.id, suffix))
             found |= {origin + suffix for origin in imported.get(node.id, ())}

@@ -237,20 +237,11 @@ class Worker:
         return list(obj)
 
     def op_subclass(self, obj: Any, dotted: str) -> bool:
-        """Whether ``obj`` is, derives from, or is an instance of the class ``dotted`` named before the
-        notebook ran (a notebook that rebinds the name does not change the answer), or its class holds
-        that class's functions (``forward = MultiHeadAttention.forward``)."""
-        target = self.original(dotted)
-        if isinstance(obj, target) or (isinstance(obj, type) and issubclass(obj, target)):
-            return True
-        cls = obj if isinstance(obj, type) else type(obj)
-        prefix = f"{target.__qualname__}."
-        return any(
-            getattr(value, "__module__", None) == target.__module__
-            and str(getattr(value, "__qualname__", "")).startswith(prefix)
-            for klass in getattr(cls, "__mro__", (cls,))
-            for value in vars(klass).values()
-        )
+        """``checks.built_on``, with the class ``dotted`` named before the notebook ran (a notebook that
+        rebinds the name does not change the answer)."""
+        from book_tools.coursework import checks
+
+        return checks.built_on(obj, self.original(dotted))
 
     def original(self, dotted: str) -> Any:
         """What ``dotted`` named before the notebook ran (``_snapshot``), else what it names now."""
