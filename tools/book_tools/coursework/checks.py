@@ -254,8 +254,7 @@ def inherits(answer: Any, dotted: str) -> bool:
     that process is asked, with the class as it was before the notebook ran; a process that cannot
     answer loses the question. That answer is its word, which code reaching the grading's objects in
     its own memory can change (book/instructors.md says so)."""
-    module, _, attr = dotted.rpartition(".")
-    target = getattr(importlib.import_module(module), attr)
+    target = resolve(dotted)
     if _remote(answer):
         from book_tools.coursework.guard import ancestors  # guard imports this module
 
@@ -290,33 +289,25 @@ def _names(dotted: str, target: Any) -> bool:
     parts = dotted.split(".")
     if parts[0] != target.__module__.split(".")[0]:
         return False
-    for end in range(len(parts), 1, -1):
-        if _loaded(parts[:end]) is target:
-            return True
+    for end in range(len(parts), 1, -1):  # nothing is imported for a name a notebook wrote: importing
+        try:  # runs a module (transformer_lib.__main__ runs the command line)
+            if resolve(".".join(parts[:end]), imports=False) is target:
+                return True
+        except (ImportError, AttributeError):
+            continue
     return False
 
 
-def _loaded(parts: list[str]) -> Any:
-    """What ``parts`` (a dotted name, split) names among the modules already loaded, or None: nothing is
-    imported for a name a notebook wrote (importing runs a module: ``transformer_lib.__main__``)."""
-    for cut in range(len(parts), 0, -1):
-        module = sys.modules.get(".".join(parts[:cut]))
-        if module is not None:
-            obj = module
-            for part in parts[cut:]:
-                obj = getattr(obj, part, None)
-            return obj
-    return None
-
-
-def resolve(dotted: str) -> Any:
+def resolve(dotted: str, imports: bool = True) -> Any:
     """The object a dotted name names (``torch.nn.functional.softmax``): its longest importable prefix, then
-    attributes. ImportError or AttributeError when it names nothing."""
+    attributes; with ``imports=False``, among the modules already loaded only. ImportError or
+    AttributeError when it names nothing."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
+        name = ".".join(parts[:cut])
         try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
+            obj = importlib.import_module(name) if imports else sys.modules[name]
+        except (ImportError, KeyError):
             continue
         for part in parts[cut:]:
             obj = getattr(obj, part)

@@ -53,19 +53,26 @@ def _parsed(cells: Any) -> list[ast.Module]:
     return trees
 
 
+def _import_bindings(node: ast.AST) -> list[tuple[str, str]]:
+    """(name, dotted origin) for each name an import statement binds (``*`` for ``from m import *``:
+    origin ``m``); none for any other node or a relative import."""
+    if isinstance(node, ast.Import):  # import torch.nn.functional as F: F is torch.nn.functional;
+        return [  # import torch.nn: torch is torch
+            (alias.asname, alias.name) if alias.asname else (alias.name.split(".")[0],) * 2 for alias in node.names
+        ]
+    if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        return [
+            ("*", node.module) if alias.name == "*" else (alias.asname or alias.name, f"{node.module}.{alias.name}")
+            for alias in node.names
+        ]
+    return []
+
+
 def _imported(tree: ast.AST) -> dict[str, str]:
     """Every name an import binds to a watched module or to something of one: {name: dotted origin}."""
     names = dict(ALWAYS)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:  # import torch.nn.functional as F: F is torch.nn.functional
-                    names[alias.asname] = alias.name
-                else:  # import torch.nn: torch is torch
-                    names[alias.name.split(".")[0]] = alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        names.update((name, origin) for name, origin in _import_bindings(node) if name != "*")
     return {name: origin for name, origin in names.items() if _watched(origin)}
 
 
@@ -181,18 +188,13 @@ def ancestors(cells: Any, name: str) -> set[str]:
 
     for tree in _parsed(cells):
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    name_bound = alias.asname or alias.name.split(".")[0]
-                    imported.setdefault(name_bound, set()).add(alias.name if alias.asname else name_bound)
-                    bound[name_bound] = bound.get(name_bound, 0) + 1
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                for alias in node.names:
-                    if alias.name == "*":
-                        starred.add(node.module)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for binding, origin in _import_bindings(node):
+                    if binding == "*":
+                        starred.add(origin)
                     else:
-                        imported.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
-                        bound[alias.asname or alias.name] = bound.get(alias.asname or alias.name, 0) + 1
+                        imported.setdefault(binding, set()).add(origin)
+                        bound[binding] = bound.get(binding, 0) + 1
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for argument in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]:
                     bound[argument.arg] = bound.get(argument.arg, 0) + 2  # a parameter: any value at all
